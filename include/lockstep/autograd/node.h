@@ -1,0 +1,118 @@
+// The autograd graph: each differentiable op that records history creates one Node whose apply()
+// maps the gradient of its output to gradients of its inputs. Edges point to the nodes that
+// produced the inputs (or to AccumulateGrad for leaves). Define-by-run, as torch.autograd.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/core/tensor.h"
+
+namespace lockstep::autograd {
+
+class Node;
+
+/// Where an input's gradient goes: the producing node (null when the input needs no gradient).
+struct Edge {
+  std::shared_ptr<Node> fn;
+};
+
+class Node {
+ public:
+  Node();
+  virtual ~Node() = default;
+  /// grad_output: gradient w.r.t. this node's output. Returns one gradient per input edge
+  /// (undefined where not needed).
+  virtual std::vector<Tensor> apply(Tensor grad_output) = 0;
+  /// Frees saved tensors after a backward without retain_graph.
+  virtual void release() {}
+  virtual std::string name() const = 0;
+
+  std::vector<Edge>& next_edges() { return next_; }
+  /// Creation order; the engine runs later nodes first among those ready (as PyTorch).
+  std::uint64_t sequence_nr() const { return seq_; }
+  bool released() const { return released_; }
+  void mark_released() {
+    released_ = true;
+    release();
+  }
+
+ protected:
+  std::vector<Edge> next_;
+
+ private:
+  friend void run_backward(const Tensor&, const Tensor&, bool);
+  // engine scratch, valid during one backward pass over a graph containing this node
+  int deps_ = 0;
+  std::uint64_t visit_epoch_ = 0;
+  Tensor grad_buffer_;
+
+ private:
+  std::uint64_t seq_;
+  bool released_ = false;
+};
+
+/// Sink for a leaf tensor requiring grad: adds the incoming gradient into the leaf's .grad, then
+/// runs the leaf's post-accumulate-grad hooks (the gradient is final at that point).
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable) : variable_(std::move(variable)) {}
+  std::vector<Tensor> apply(Tensor grad_output) override;
+  std::string name() const override { return "AccumulateGrad"; }
+
+ private:
+  std::shared_ptr<TensorImpl> variable_;
+};
+
+/// A node whose backward is a callable; `Fn` captures the saved tensors and is dropped on release.
+template <class Fn>
+class FunctionNode : public Node {
+ public:
+  FunctionNode(const char* name, Fn fn) : name_(name), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(Tensor grad_output) override { return (*fn_)(grad_output); }
+  void release() override { fn_.reset(); }
+  std::string name() const override { return name_; }
+
+ private:
+  const char* name_;
+  std::optional<Fn> fn_;
+};
+
+/// True when grad mode is on and any of `inputs` requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+
+/// The edge a gradient for `t` should flow into: its grad_fn, its AccumulateGrad for a leaf that
+/// requires grad, or a null edge.
+Edge gradient_edge(const Tensor& t);
+
+/// Records `fn` (a callable Tensor -> std::vector<Tensor>) as the grad_fn of `output`, with one
+/// edge per input in order. Call only when needs_grad(inputs) is true.
+template <class Fn>
+void record(const char* name, Tensor& output, std::initializer_list<const Tensor*> inputs, Fn fn) {
+  auto node = std::make_shared<FunctionNode<Fn>>(name, std::move(fn));
+  node->next_edges().reserve(inputs.size());
+  for (const Tensor* in : inputs) node->next_edges().push_back(gradient_edge(*in));
+  auto& impl = output.impl();
+  impl.requires_grad = true;
+  impl.grad_fn = std::move(node);
+}
+
+/// Records a node over a runtime list of inputs (cat).
+template <class Fn>
+void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, Fn fn) {
+  auto node = std::make_shared<FunctionNode<Fn>>(name, std::move(fn));
+  node->next_edges().reserve(inputs.size());
+  for (const Tensor& in : inputs) node->next_edges().push_back(gradient_edge(in));
+  auto& impl = output.impl();
+  impl.requires_grad = true;
+  impl.grad_fn = std::move(node);
+}
+
+/// Runs backward from `root` with initial gradient `grad` (same shape as root).
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,38 @@
+// Device tags. "cpu:k" names a logical CPU worker (all share host memory); "cuda:k" parses but
+// tensors cannot be placed there until a CUDA backend is built.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lockstep {
+
+enum class DeviceType : std::uint8_t { CPU, CUDA };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+
+  constexpr Device() = default;
+  constexpr Device(DeviceType t, int i) : type(t), index(i) {}
+
+  /// Parses "cpu", "cpu:3", "cuda", "cuda:1" (as torch.device). Throws DeviceError naming the
+  /// string for anything else (unknown type, negative or non-numeric index, trailing text).
+  static Device parse(std::string_view s);
+
+  /// "cpu:0", "cuda:1".
+  std::string str() const;
+
+  bool is_cpu() const { return type == DeviceType::CPU; }
+  bool is_cuda() const { return type == DeviceType::CUDA; }
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+/// Throws DeviceError unless tensors can be allocated on `d` in this build (CPU always; CUDA
+/// only when a CUDA backend is built, which this build does not have).
+void check_device_available(Device d);
+
+inline Device cpu(int index = 0) { return Device(DeviceType::CPU, index); }
+
+}  // namespace lockstep

@@ -1,0 +1,58 @@
+// Typed errors thrown by Lockstep. Every message names the shapes, dtypes, devices, files or
+// keys involved, so a caller can tell what went wrong without a debugger.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace lockstep {
+
+/// Base class of every error Lockstep throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Tensor shapes that do not fit the operation (e.g. matmul [2,3] x [4,5]).
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A dtype the operation does not accept, or two inputs of different dtypes.
+class DTypeError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An unparsable device string, an unavailable backend, or inputs on different devices.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An index outside its valid range (a class label outside [0, C), index_select out of range).
+class IndexError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An argument value outside its domain (negative learning rate, dropout p outside [0, 1)).
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A state_dict with missing or unexpected keys, or a tensor of the wrong shape.
+class StateDictError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Misuse of autograd (backward on a non-scalar, backward twice through a freed graph).
+class AutogradError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace lockstep

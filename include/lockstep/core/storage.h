@@ -1,0 +1,30 @@
+// Storage: one 64-byte-aligned allocation owned by one or more tensors (views share it).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "lockstep/core/device.h"
+
+namespace lockstep {
+
+class Storage {
+ public:
+  /// Allocates `nbytes` (uninitialised) on `device`. Throws DeviceError for an unavailable
+  /// device, std::bad_alloc when memory runs out.
+  Storage(std::size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t nbytes_ = 0;
+  Device device_;
+};
+
+}  // namespace lockstep

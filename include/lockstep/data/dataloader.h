@@ -1,0 +1,64 @@
+// DataLoader (torch.utils.data.DataLoader): batches of a dataset in sampler order.
+//   DataLoader loader(dataset, {.batch_size = 32, .shuffle = true, .seed = 0});
+//   for (auto& [x, y] : loader) { ... }
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "lockstep/data/dataset.h"
+#include "lockstep/data/sampler.h"
+
+namespace lockstep::data {
+
+struct DataLoaderOptions {
+  std::int64_t batch_size = 1;
+  /// RandomSampler keyed by (seed, epoch) when true, SequentialSampler otherwise.
+  bool shuffle = false;
+  /// Drops the last batch when it is smaller than batch_size.
+  bool drop_last = false;
+  std::uint64_t seed = 0;
+};
+
+class DataLoader {
+ public:
+  /// ValueError for batch_size < 1 or a null dataset.
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+
+  /// Number of batches per epoch.
+  std::int64_t size() const;
+  /// Sets the epoch the next iteration uses (each begin() otherwise uses the next epoch, starting
+  /// at 0, so every pass reshuffles as in PyTorch).
+  void set_epoch(std::int64_t epoch) { next_epoch_ = epoch; }
+  std::int64_t epoch() const { return next_epoch_; }
+  const DataLoaderOptions& options() const { return options_; }
+  const Dataset& dataset() const { return *dataset_; }
+
+  class Iterator {
+   public:
+    Iterator(const DataLoader* loader, std::vector<std::int64_t> order, std::int64_t batch);
+    const Example& operator*() const { return current_; }
+    const Example* operator->() const { return &current_; }
+    Iterator& operator++();
+    bool operator!=(const Iterator& o) const { return batch_ != o.batch_; }
+    bool operator==(const Iterator& o) const { return batch_ == o.batch_; }
+
+   private:
+    void load();
+    const DataLoader* loader_;
+    std::vector<std::int64_t> order_;
+    std::int64_t batch_;
+    Example current_;
+  };
+
+  Iterator begin();
+  Iterator end() const;
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  std::unique_ptr<Sampler> sampler_;
+  std::int64_t next_epoch_ = 0;
+};
+
+}  // namespace lockstep::data

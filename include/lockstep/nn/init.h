@@ -1,0 +1,17 @@
+// Parameter initialisers (torch.nn.init), drawing from `gen` or the default generator.
+#pragma once
+
+#include "lockstep/core/generator.h"
+#include "lockstep/core/tensor.h"
+
+namespace lockstep::nn::init {
+
+/// Fills `t` in place with U(low, high).
+void uniform_(Tensor& t, double low, double high, Generator* gen = nullptr);
+/// Fills `t` in place with N(mean, std²).
+void normal_(Tensor& t, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+/// kaiming_uniform_ with a = √5, fan_in = t.size(1): U(−1/√fan_in, 1/√fan_in), the default for
+/// nn.Linear weights in PyTorch (gain √(2/(1+a²)) · √(3/fan_in) = 1/√fan_in).
+void linear_weight_(Tensor& weight, Generator* gen = nullptr);
+
+}  // namespace lockstep::nn::init

@@ -1,0 +1,124 @@
+// nn::Module: the base of every layer and user model, with named parameters, buffers and
+// children, state_dict() / load_state_dict() under PyTorch's dotted names (`fc1.weight`,
+// `0.bias`), train() / eval(), to(device) and clone() for replication.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/core/tensor.h"
+#include "lockstep/nn/state_dict.h"
+
+namespace lockstep::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+
+  /// The module's computation on a batch. The default throws Error (a module without forward).
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  /// Type name for messages ("Linear", "Sequential", or the user's class).
+  virtual std::string name() const { return "Module"; }
+
+  /// Parameters in registration order, children after their parent's own (recursively).
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+    return children_;
+  }
+
+  /// Parameters and buffers under dotted names, values shared with the module (not copies).
+  StateDict state_dict() const;
+  /// Copies values into the existing tensors. `strict`: every key must match one parameter or
+  /// buffer and vice versa. Throws StateDictError listing missing and unexpected keys, or naming
+  /// the key and both shapes on a shape mismatch; nothing is modified when it throws.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  /// Sets training mode on this module and all children (torch.nn.Module.train).
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Moves every parameter and buffer to `device` in place: tensors held elsewhere (an
+  /// optimizer) see the move. Throws DeviceError for an unavailable device.
+  void to(Device device);
+  /// Converts every float parameter and buffer to `dtype` in place.
+  void to(DType dtype);
+
+  /// Sets every parameter's gradient to none (PyTorch 2.x zero_grad(set_to_none=True)).
+  void zero_grad();
+
+  /// A deep copy with its own parameters (same values). Modules deriving from Cloneable<T>
+  /// support it; others throw Error naming the type.
+  virtual std::shared_ptr<Module> clone() const;
+
+ protected:
+  /// Registers a parameter (requires_grad set) under `name`; returns the stored handle.
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    register_child(name, m);
+    return m;
+  }
+  void register_child(const std::string& name, std::shared_ptr<Module> m);
+  /// Forgets all registered parameters, buffers and children (used by Cloneable::clone).
+  void clear_registrations();
+
+ private:
+  void collect(const std::string& prefix, bool recurse, bool params,
+               std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+
+  template <class Derived>
+  friend class Cloneable;
+};
+
+/// CRTP base that gives a module clone() (as LibTorch's torch::nn::Cloneable): the derived class
+/// creates its parameters and children in reset(), which the constructor calls; clone() copies
+/// the object, calls reset() on the copy (without disturbing the default generator), then copies
+/// all parameter and buffer values and the training flags.
+template <class Derived>
+class Cloneable : public Module {
+ public:
+  virtual void reset() = 0;
+
+  std::shared_ptr<Module> clone() const override {
+    auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
+    copy->clear_registrations();
+    {
+      Generator& g = default_generator();
+      std::uint64_t seed = g.seed(), offset = g.offset();
+      copy->reset();
+      g.manual_seed(seed);
+      g.set_offset(offset);
+    }
+    copy_state_into(*copy);
+    return copy;
+  }
+
+ private:
+  void copy_state_into(Module& copy) const;
+};
+
+/// Implementation detail of Cloneable::clone: deep-copies values, requires_grad and training
+/// flags from `src` into `dst`, which has the same structure.
+void copy_module_state(const Module& src, Module& dst);
+
+template <class Derived>
+void Cloneable<Derived>::copy_state_into(Module& copy) const {
+  copy_module_state(*this, copy);
+}
+
+}  // namespace lockstep::nn

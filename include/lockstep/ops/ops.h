@@ -1,0 +1,109 @@
+// Differentiable operations on tensors (the torch.* functional API). Every op checks its inputs
+// and throws a typed error naming shapes/dtypes/devices: ShapeError, DTypeError, DeviceError,
+// IndexError, ValueError. Binary elementwise ops broadcast as NumPy/PyTorch do and require both
+// operands to have the same dtype and device. Autograd records an op when grad mode is on and
+// any input requires grad.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "lockstep/core/generator.h"
+#include "lockstep/core/tensor.h"
+
+namespace lockstep {
+
+// ---- elementwise, broadcasting ---------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+/// Float dtypes only.
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);
+Tensor mul(const Tensor& a, double s);
+/// a^p elementwise for a scalar exponent (float dtypes).
+Tensor pow(const Tensor& a, double p);
+/// Elementwise equality as int64 0/1 (no gradient); shapes broadcast.
+Tensor eq(const Tensor& a, const Tensor& b);
+
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+/// GELU, exact form x·Φ(x) = x/2·(1 + erf(x/√2)) (torch.nn.functional.gelu, approximate='none').
+Tensor gelu(const Tensor& a);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+
+// ---- linear algebra --------------------------------------------------------------------------
+/// [M, K] x [K, N] -> [M, N] (float dtypes); OpenBLAS cblas_sgemm/cblas_dgemm. ShapeError for
+/// non-2-d inputs or mismatched inner dimensions.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// y = x Wᵀ + b (torch.nn.functional.linear): x [B, in], weight [out, in], bias [out] or
+/// undefined -> [B, out]. One GEMM; the bias is added in the same pass.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- reductions ------------------------------------------------------------------------------
+/// Sum of all elements (0-d). Float sums accumulate in double.
+Tensor sum(const Tensor& a);
+Tensor sum(const Tensor& a, int dim, bool keepdim = false);
+/// Mean of all elements (NaN for an empty tensor, as PyTorch). Float dtypes.
+Tensor mean(const Tensor& a);
+Tensor mean(const Tensor& a, int dim, bool keepdim = false);
+/// Largest element (0-d). Throws ShapeError on an empty tensor.
+Tensor max(const Tensor& a);
+/// (values, indices) of the maxima along `dim` (first index on ties), as torch.max(a, dim).
+std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim = false);
+/// Index of the largest element along `dim` (int64, first on ties).
+Tensor argmax(const Tensor& a, int dim, bool keepdim = false);
+/// Index of the largest element of the flattened tensor (0-d int64).
+Tensor argmax(const Tensor& a);
+/// log(softmax(x)) along dim 1 of a [N, C] tensor, computed stably (max subtracted).
+Tensor log_softmax(const Tensor& x, int dim = 1);
+Tensor softmax(const Tensor& x, int dim = 1);
+
+// ---- shape and indexing ----------------------------------------------------------------------
+/// Same data, new shape with the same numel; one dimension may be -1. View (no copy).
+Tensor reshape(const Tensor& a, const Shape& shape);
+/// Transpose of a 2-d tensor (a copy, since tensors are contiguous).
+Tensor t(const Tensor& a);
+/// Elements [start, start+length) along `dim`. A view for dim 0, a copy otherwise.
+Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length);
+/// Rows (or slices along `dim`) picked by a 1-d int64 `index`; IndexError when out of range.
+Tensor index_select(const Tensor& a, int dim, const Tensor& index);
+/// Concatenation along `dim`; all other dimensions must match (ShapeError otherwise).
+Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
+/// torch.chunk: ceil(n/chunks)-sized pieces, so fewer than `chunks` pieces may come back.
+std::vector<Tensor> chunk(const Tensor& a, std::int64_t chunks, int dim = 0);
+/// torch.tensor_split: exactly `sections` pieces whose sizes differ by at most one, larger first
+/// (9 into 4 -> 3,2,2,2); some may be empty.
+std::vector<Tensor> tensor_split(const Tensor& a, std::int64_t sections, int dim = 0);
+/// Split sizes of tensor_split(n, sections) without touching data.
+std::vector<std::int64_t> split_sizes(std::int64_t n, std::int64_t sections);
+
+// ---- losses and regularisation ---------------------------------------------------------------
+/// Mean cross-entropy of logits [N, C] against class indices target [N] (int64), as
+/// torch.nn.functional.cross_entropy(reduction='mean'): targets equal to ignore_index are skipped
+/// and the mean is over the rest. IndexError naming the row when a target is outside [0, C).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index = -100);
+/// mean((input - target)^2) over all elements (torch.nn.functional.mse_loss); shapes must match.
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+/// Inverted dropout (torch.nn.functional.dropout): in training each element is zeroed with
+/// probability p and the rest scaled by 1/(1-p); identity when !training or p == 0. ValueError
+/// for p outside [0, 1].
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+
+}  // namespace lockstep

@@ -1,0 +1,132 @@
+// The backward engine: counts each node's dependencies, then runs nodes as they become ready,
+// latest-created first (PyTorch's CPU order), summing the gradients that reach a node from
+// several consumers before running it. AccumulateGrad therefore runs once per leaf per backward,
+// with the final gradient, and fires the leaf's post-accumulate-grad hooks.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <queue>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/autograd/node.h"
+#include "lockstep/ops/ops.h"
+
+namespace lockstep::autograd {
+
+namespace {
+std::atomic<std::uint64_t> g_next_seq{0};
+std::atomic<std::uint64_t> g_backward_epoch{0};
+}
+
+Node::Node() : seq_(g_next_seq.fetch_add(1, std::memory_order_relaxed)) {}
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  auto& impl = t.impl();
+  if (impl.grad_fn) return {impl.grad_fn};
+  auto acc = impl.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl.grad_accumulator = acc;
+  }
+  return {acc};
+}
+
+std::vector<Tensor> AccumulateGrad::apply(Tensor grad) {
+  auto& v = *variable_;
+  if (!grad.defined()) return {};
+  if (grad.shape() != v.shape)
+    throw ShapeError("AccumulateGrad: gradient shape " + grad.shape().str() +
+                     " does not match parameter shape " + v.shape.str());
+  {
+    NoGradGuard no_grad;
+    if (!v.grad) {
+      // Take the incoming buffer when nothing else can see it; copy otherwise (the same gradient
+      // tensor may flow to several inputs, e.g. both operands of an add).
+      bool exclusive = grad.impl_ptr().use_count() == 1 && grad.impl().storage.use_count() == 1;
+      Tensor g = exclusive ? grad.detach() : grad.detach().clone();
+      v.grad = g.impl_ptr();
+    } else {
+      Tensor(v.grad).add_(grad);
+    }
+  }
+  Tensor self(variable_);
+  for (auto& [id, hook] : v.post_accumulate_hooks) hook(self);
+  return {};
+}
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  Edge start = gradient_edge(root);
+  if (!start.fn)
+    throw AutogradError("backward(): tensor of shape " + root.shape().str() +
+                        " does not require grad");
+  NoGradGuard no_grad;  // backward formulas do not build graphs (no higher-order gradients)
+
+  // 1. dependency counts over the reachable graph (kept in the nodes' scratch fields)
+  const std::uint64_t epoch = g_backward_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::vector<Node*> seen{start.fn.get()};
+  start.fn->visit_epoch_ = epoch;
+  start.fn->deps_ = 0;
+  start.fn->grad_buffer_ = Tensor();
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    for (auto& e : seen[i]->next_edges()) {
+      Node* m = e.fn.get();
+      if (!m) continue;
+      if (m->visit_epoch_ != epoch) {  // first visit in this pass
+        m->visit_epoch_ = epoch;
+        m->deps_ = 0;
+        m->grad_buffer_ = Tensor();
+        seen.push_back(m);
+      }
+      ++m->deps_;
+    }
+  }
+
+  // 2. run nodes as their counts reach zero, latest sequence number first; a node no gradient
+  //    reached is skipped but still releases its successors
+  auto cmp = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
+  start.fn->grad_buffer_ = grad.detach();
+  ready.push(start.fn.get());
+  try {
+    while (!ready.empty()) {
+      Node* n = ready.top();
+      ready.pop();
+      Tensor g = std::move(n->grad_buffer_);
+      n->grad_buffer_ = Tensor();
+      std::vector<Tensor> grads;
+      if (g.defined()) {
+        if (n->released())
+          throw AutogradError(
+              "backward(): trying to backward through the graph a second time (node " +
+              n->name() + "); pass retain_graph=true to the first backward");
+        grads = n->apply(std::move(g));
+      }
+      auto& edges = n->next_edges();
+      for (std::size_t i = 0; i < edges.size(); ++i) {
+        Node* next = edges[i].fn.get();
+        if (!next) continue;
+        if (i < grads.size() && grads[i].defined()) {
+          Tensor& buf = next->grad_buffer_;
+          buf = buf.defined() ? add(buf, grads[i]) : std::move(grads[i]);
+        }
+        if (--next->deps_ == 0) ready.push(next);
+      }
+    }
+  } catch (...) {
+    for (Node* n : seen) n->grad_buffer_ = Tensor();
+    throw;
+  }
+  if (!retain_graph)
+    for (Node* n : seen)
+      if (!dynamic_cast<AccumulateGrad*>(n)) n->mark_released();
+}
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,116 @@
+// dtype names, device parsing, shapes, storage.
+#include <charconv>
+#include <cstdlib>
+#include <new>
+#include <sstream>
+
+#include "lockstep/core/device.h"
+#include "lockstep/core/dtype.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/shape.h"
+#include "lockstep/core/storage.h"
+
+namespace lockstep {
+
+std::string to_string(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Int64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+Device Device::parse(std::string_view s) {
+  auto bad = [&](const std::string& why) {
+    return DeviceError("invalid device string '" + std::string(s) + "': " + why +
+                       " (expected cpu, cpu:N, cuda or cuda:N)");
+  };
+  std::string_view type = s, idx;
+  bool has_idx = false;
+  if (auto colon = s.find(':'); colon != std::string_view::npos) {
+    type = s.substr(0, colon);
+    idx = s.substr(colon + 1);
+    has_idx = true;
+  }
+  Device d;
+  if (type == "cpu") {
+    d.type = DeviceType::CPU;
+  } else if (type == "cuda") {
+    d.type = DeviceType::CUDA;
+  } else {
+    throw bad("unknown device type '" + std::string(type) + "'");
+  }
+  if (has_idx) {
+    if (idx.empty()) throw bad("missing index after ':'");
+    int v = 0;
+    auto [ptr, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), v);
+    if (ec != std::errc() || ptr != idx.data() + idx.size() || v < 0)
+      throw bad("index '" + std::string(idx) + "' is not a non-negative integer");
+    d.index = v;
+  }
+  return d;
+}
+
+std::string Device::str() const {
+  return std::string(type == DeviceType::CPU ? "cpu:" : "cuda:") + std::to_string(index);
+}
+
+void check_device_available(Device d) {
+  if (d.is_cuda())
+    throw DeviceError("device " + d.str() +
+                      " is not available: this build has no CUDA backend (configure with "
+                      "-DLOCKSTEP_CUDA=ON on a machine with the CUDA toolkit)");
+}
+
+Shape::Shape(std::initializer_list<std::int64_t> dims)
+    : Shape(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
+
+Shape::Shape(std::span<const std::int64_t> dims) {
+  if (dims.size() > kMaxDims)
+    throw ShapeError("tensors have at most " + std::to_string(kMaxDims) + " dimensions, got " +
+                     std::to_string(dims.size()));
+  ndim_ = static_cast<int>(dims.size());
+  for (int i = 0; i < ndim_; ++i) d_[i] = dims[i];
+}
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (int i = 0; i < ndim_; ++i) n *= d_[i];
+  return n;
+}
+
+void Shape::push_back(std::int64_t v) {
+  if (ndim_ == kMaxDims) throw ShapeError("tensors have at most 8 dimensions");
+  d_[ndim_++] = v;
+}
+
+std::string Shape::str() const {
+  std::ostringstream os;
+  os << '[';
+  for (int i = 0; i < ndim_; ++i) os << (i ? ", " : "") << d_[i];
+  os << ']';
+  return os.str();
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  if (a.ndim_ != b.ndim_) return false;
+  for (int i = 0; i < a.ndim_; ++i)
+    if (a.d_[i] != b.d_[i]) return false;
+  return true;
+}
+
+Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  check_device_available(device);
+  std::size_t rounded = (nbytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  data_ = std::aligned_alloc(64, rounded);
+  if (!data_) throw std::bad_alloc();
+}
+
+Storage::~Storage() { std::free(data_); }
+
+}  // namespace lockstep

@@ -1,0 +1,79 @@
+// Linear, Dropout, Sequential and the initialisers.
+#include <cmath>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/nn/dropout.h"
+#include "lockstep/nn/init.h"
+#include "lockstep/nn/linear.h"
+#include "lockstep/nn/sequential.h"
+#include "lockstep/ops/ops.h"
+
+namespace lockstep::nn {
+
+namespace init {
+
+void uniform_(Tensor& t, double low, double high, Generator* gen) {
+  NoGradGuard no_grad;
+  t.copy_(add(mul(rand(t.shape(), t.options().requires_grad(false), gen), high - low), low));
+}
+
+void normal_(Tensor& t, double mean, double std, Generator* gen) {
+  NoGradGuard no_grad;
+  t.copy_(add(mul(randn(t.shape(), t.options().requires_grad(false), gen), std), mean));
+}
+
+void linear_weight_(Tensor& weight, Generator* gen) {
+  double fan_in = static_cast<double>(weight.size(1));
+  double bound = fan_in > 0 ? 1.0 / std::sqrt(fan_in) : 0.0;
+  uniform_(weight, -bound, bound, gen);
+}
+
+}  // namespace init
+
+Linear::Linear(std::int64_t in, std::int64_t out, bool bias)
+    : in_features(in), out_features(out), has_bias(bias) {
+  if (in < 0 || out < 0)
+    throw ValueError("Linear: feature counts must be non-negative, got in_features=" +
+                     std::to_string(in) + ", out_features=" + std::to_string(out));
+  reset();
+}
+
+void Linear::reset() {
+  weight = register_parameter("weight", empty({out_features, in_features}));
+  init::linear_weight_(weight);
+  if (has_bias) {
+    bias = register_parameter("bias", empty({out_features}));
+    double bound = in_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
+
+Dropout::Dropout(double p, Generator* gen) : p(p), gen(gen) {
+  if (!(p >= 0.0 && p <= 1.0))
+    throw ValueError("Dropout: probability must be in [0, 1], got " + std::to_string(p));
+}
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> m) {
+  register_child(std::to_string(named_children().size()), std::move(m));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& [k, m] : named_children()) h = m->forward(h);
+  return h;
+}
+
+std::shared_ptr<Module> Sequential::clone() const {
+  auto copy = std::make_shared<Sequential>();
+  for (auto& [k, m] : named_children()) copy->push_back(m->clone());
+  copy->train(is_training());
+  return copy;
+}
+
+}  // namespace lockstep::nn

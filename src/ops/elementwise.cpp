@@ -1,0 +1,263 @@
+// Elementwise ops with broadcasting and their backward formulas.
+#include <cmath>
+#include <numbers>
+
+#include "ops/kernels.h"
+#include "ops/op_utils.h"
+
+namespace lockstep {
+
+using autograd::needs_grad;
+using autograd::record;
+using kernels::BinaryOp;
+
+namespace detail {
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  int nd = std::max(a.size(), b.size());
+  Shape out;
+  for (int i = 0; i < nd; ++i) {
+    int ia = a.size() - nd + i, ib = b.size() - nd + i;
+    std::int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      throw ShapeError(std::string(op) + ": shapes " + a.str() + " and " + b.str() +
+                       " cannot be broadcast together");
+    out.push_back(da == 1 ? db : da);
+  }
+  return out;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  Tensor out = empty(shape, g.options());
+  kernels::dispatch::sum_to(g, out);
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  detail::check_same(name, a, b);
+  Shape s = detail::broadcast_shapes(name, a.shape(), b.shape());
+  Tensor out = empty(s, a.options());
+  kernels::dispatch::binary(op, a, b, out);
+  return out;
+}
+
+// out[i] = f(x[i]) for float tensors.
+template <class F>
+Tensor map1(const char* name, const Tensor& x, F f) {
+  detail::check_floating(name, x);
+  Tensor out = empty(x.shape(), x.options());
+  std::int64_t n = x.numel();
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    for (std::int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+  });
+  return out;
+}
+
+// out[i] = f(x[i], y[i]) for same-shape float tensors (backward helpers).
+template <class F>
+Tensor map2(const Tensor& x, const Tensor& y, F f) {
+  Tensor out = empty(x.shape(), x.options());
+  std::int64_t n = x.numel();
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data_ptr<T>();
+    const T* py = y.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    for (std::int64_t i = 0; i < n; ++i) po[i] = f(px[i], py[i]);
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward("add", BinaryOp::Add, a, b);
+  if (needs_grad({&a, &b}))
+    record("AddBackward", out, {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+      return std::vector<Tensor>{detail::sum_to(g, sa), detail::sum_to(g, sb)};
+    });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward("sub", BinaryOp::Sub, a, b);
+  if (needs_grad({&a, &b}))
+    record("SubBackward", out, {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+      return std::vector<Tensor>{detail::sum_to(g, sa), neg(detail::sum_to(g, sb))};
+    });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward("mul", BinaryOp::Mul, a, b);
+  if (needs_grad({&a, &b}))
+    record("MulBackward", out, {&a, &b},
+           [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) {
+             return std::vector<Tensor>{ra ? detail::sum_to(mul(g, b), a.shape()) : Tensor(),
+                                        rb ? detail::sum_to(mul(g, a), b.shape()) : Tensor()};
+           });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  detail::check_floating("div", a);
+  Tensor out = binary_forward("div", BinaryOp::Div, a, b);
+  if (needs_grad({&a, &b}))
+    record("DivBackward", out, {&a, &b},
+           [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) {
+             Tensor ga, gb;
+             if (ra) ga = detail::sum_to(div(g, b), a.shape());
+             if (rb) gb = detail::sum_to(neg(div(mul(g, a), mul(b, b))), b.shape());
+             return std::vector<Tensor>{ga, gb};
+           });
+  return out;
+}
+
+Tensor add(const Tensor& a, double s) {
+  detail::check_defined("add", a);
+  Tensor out = binary_forward("add", BinaryOp::Add, a, scalar_tensor(s, a.options()));
+  if (needs_grad({&a}))
+    record("AddScalarBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double s) {
+  detail::check_defined("mul", a);
+  Tensor out = binary_forward("mul", BinaryOp::Mul, a, scalar_tensor(s, a.options()));
+  if (needs_grad({&a}))
+    record("MulScalarBackward", out, {&a},
+           [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  detail::check_same("eq", a, b);
+  Tensor diff = binary_forward("eq", BinaryOp::Sub, a.detach(), b.detach());
+  Tensor out = empty(diff.shape(), kInt64);
+  auto* po = out.data_ptr<std::int64_t>();
+  auto v = diff.to_vector<double>();
+  for (std::size_t i = 0; i < v.size(); ++i) po[i] = v[i] == 0.0;
+  return out;
+}
+
+Tensor pow(const Tensor& a, double p) {
+  Tensor out = map1("pow", a, [p](auto x) { return static_cast<decltype(x)>(std::pow(x, p)); });
+  if (needs_grad({&a}))
+    record("PowBackward", out, {&a}, [a = a.detach(), p](const Tensor& g) {
+      return std::vector<Tensor>{map2(g, a, [p](auto gi, auto x) {
+        using T = decltype(x);
+        return p == 0 ? T(0) : static_cast<T>(gi * p * std::pow(x, p - 1));
+      })};
+    });
+  return out;
+}
+
+Tensor neg(const Tensor& a) {
+  detail::check_defined("neg", a);
+  Tensor out = empty(a.shape(), a.options());
+  std::int64_t n = a.numel();
+  switch (a.dtype()) {
+    case DType::Float32:
+      for (std::int64_t i = 0; i < n; ++i) out.data_ptr<float>()[i] = -a.data_ptr<float>()[i];
+      break;
+    case DType::Float64:
+      for (std::int64_t i = 0; i < n; ++i) out.data_ptr<double>()[i] = -a.data_ptr<double>()[i];
+      break;
+    case DType::Int64:
+      for (std::int64_t i = 0; i < n; ++i)
+        out.data_ptr<std::int64_t>()[i] = -a.data_ptr<std::int64_t>()[i];
+      break;
+  }
+  if (needs_grad({&a}))
+    record("NegBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+  return out;
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = map1("exp", a, [](auto x) { return std::exp(x); });
+  if (needs_grad({&a}))
+    record("ExpBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, out)};
+    });
+  return out;
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = map1("log", a, [](auto x) { return std::log(x); });
+  if (needs_grad({&a}))
+    record("LogBackward", out, {&a}, [a = a.detach()](const Tensor& g) {
+      return std::vector<Tensor>{div(g, a)};
+    });
+  return out;
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = map1("sqrt", a, [](auto x) { return std::sqrt(x); });
+  if (needs_grad({&a}))
+    record("SqrtBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{map2(g, out, [](auto gi, auto y) { return gi / (y + y); })};
+    });
+  return out;
+}
+
+Tensor relu(const Tensor& a) {
+  Tensor out = map1("relu", a, [](auto x) { return x > 0 ? x : decltype(x)(0); });
+  if (needs_grad({&a}))
+    record("ReluBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{
+          map2(g, out, [](auto gi, auto y) { return y > 0 ? gi : decltype(gi)(0); })};
+    });
+  return out;
+}
+
+Tensor tanh(const Tensor& a) {
+  Tensor out = map1("tanh", a, [](auto x) { return std::tanh(x); });
+  if (needs_grad({&a}))
+    record("TanhBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{map2(g, out, [](auto gi, auto y) { return gi * (1 - y * y); })};
+    });
+  return out;
+}
+
+Tensor sigmoid(const Tensor& a) {
+  Tensor out = map1("sigmoid", a, [](auto x) {
+    using T = decltype(x);
+    return T(1) / (T(1) + std::exp(-x));
+  });
+  if (needs_grad({&a}))
+    record("SigmoidBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{map2(g, out, [](auto gi, auto y) { return gi * y * (1 - y); })};
+    });
+  return out;
+}
+
+Tensor gelu(const Tensor& a) {
+  // x * Φ(x), Φ(x) = (1 + erf(x / √2)) / 2 (Hendrycks & Gimpel 2016; torch's approximate='none')
+  Tensor out = map1("gelu", a, [](auto x) {
+    using T = decltype(x);
+    return static_cast<T>(0.5 * x * (1.0 + std::erf(x * (1.0 / std::numbers::sqrt2))));
+  });
+  if (needs_grad({&a}))
+    record("GeluBackward", out, {&a}, [a = a.detach()](const Tensor& g) {
+      return std::vector<Tensor>{map2(g, a, [](auto gi, auto x) {
+        using T = decltype(x);
+        double xd = x;
+        double cdf = 0.5 * (1.0 + std::erf(xd * (1.0 / std::numbers::sqrt2)));
+        double pdf = std::exp(-0.5 * xd * xd) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
+        return static_cast<T>(gi * (cdf + xd * pdf));
+      })};
+    });
+  return out;
+}
+
+}  // namespace lockstep

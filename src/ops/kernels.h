@@ -1,0 +1,78 @@
+// Kernel entry points shared by the ops. Two families with the same signatures:
+//   ref::  plain loops, the oracle (src/ops/reference/)
+//   cpu::  fast kernels: OpenBLAS GEMM, contiguous fast paths (src/ops/cpu/)
+// dispatch:: picks one by the thread's KernelMode. Kernels assume checked, contiguous inputs.
+#pragma once
+
+#include <cstdint>
+
+#include "lockstep/core/tensor.h"
+#include "lockstep/ops/kernel_mode.h"
+
+namespace lockstep::kernels {
+
+enum class BinaryOp { Add, Sub, Mul, Div };
+
+/// C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(X) = Xᵀ when trans. When beta == 0, C
+/// is not read.
+template <class T>
+using GemmFn = void (*)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                        T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
+                        T beta, T* c, std::int64_t ldc);
+
+namespace ref {
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+          std::int64_t ldc);
+/// out = a op b with NumPy broadcasting (out already has the broadcast shape).
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+/// out[r] = sum over the broadcast positions of `in` that map to r (reduces `in` to out's shape,
+/// where out's shape is a broadcast-compatible shape of in's).
+void sum_to(const Tensor& in, Tensor& out);
+/// Per-row loss terms and dlogits for mean cross-entropy; returns (loss sum, count).
+template <class T>
+void cross_entropy(const T* logits, const std::int64_t* target, std::int64_t n, std::int64_t c,
+                   std::int64_t ignore_index, double* loss_sum, std::int64_t* count, T* prob_out);
+}  // namespace ref
+
+namespace cpu {
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+          std::int64_t ldc);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+void sum_to(const Tensor& in, Tensor& out);
+template <class T>
+void cross_entropy(const T* logits, const std::int64_t* target, std::int64_t n, std::int64_t c,
+                   std::int64_t ignore_index, double* loss_sum, std::int64_t* count, T* prob_out);
+}  // namespace cpu
+
+namespace dispatch {
+inline bool reference() { return ops::kernel_mode() == ops::KernelMode::Reference; }
+
+template <class T>
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+          std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (reference())
+    ref::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cpu::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  reference() ? ref::binary(op, a, b, out) : cpu::binary(op, a, b, out);
+}
+inline void sum_to(const Tensor& in, Tensor& out) {
+  reference() ? ref::sum_to(in, out) : cpu::sum_to(in, out);
+}
+template <class T>
+void cross_entropy(const T* logits, const std::int64_t* target, std::int64_t n, std::int64_t c,
+                   std::int64_t ignore_index, double* loss_sum, std::int64_t* count, T* prob) {
+  if (reference())
+    ref::cross_entropy<T>(logits, target, n, c, ignore_index, loss_sum, count, prob);
+  else
+    cpu::cross_entropy<T>(logits, target, n, c, ignore_index, loss_sum, count, prob);
+}
+}  // namespace dispatch
+
+}  // namespace lockstep::kernels

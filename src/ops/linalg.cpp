@@ -1,0 +1,111 @@
+// matmul, linear and transpose: GEMM through kernels::dispatch (OpenBLAS or the reference loop).
+#include <cstring>
+#include "ops/kernels.h"
+#include "ops/op_utils.h"
+
+namespace lockstep {
+
+using autograd::needs_grad;
+using autograd::record;
+
+namespace {
+
+// C = op(A) op(B) for 2-d tensors; A is [m, k] (or [k, m] when ta), B is [k, n] (or [n, k]).
+Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  std::int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
+  std::int64_t n = tb ? b.size(0) : b.size(1);
+  Tensor c = empty({m, n}, a.options());
+  detail::visit_float(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::dispatch::gemm<T>(ta, tb, m, n, k, T(1), a.data_ptr<T>(), a.size(1), b.data_ptr<T>(),
+                               b.size(1), T(0), c.data_ptr<T>(), n);
+  });
+  return c;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_same("matmul", a, b);
+  detail::check_floating("matmul", a);
+  if (a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0))
+    throw ShapeError("matmul: cannot multiply " + a.shape().str() + " by " + b.shape().str() +
+                     " (expected [M, K] x [K, N])");
+  Tensor out = gemm2d(a, false, b, false);
+  if (needs_grad({&a, &b}))
+    record("MatmulBackward", out, {&a, &b},
+           [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) {
+             return std::vector<Tensor>{ra ? gemm2d(g, false, b, true) : Tensor(),
+                                        rb ? gemm2d(a, true, g, false) : Tensor()};
+           });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_same("linear", x, weight);
+  detail::check_floating("linear", x);
+  if (weight.dim() != 2 || x.dim() < 1 || x.size(-1) != weight.size(1))
+    throw ShapeError("linear: input " + x.shape().str() + " does not match weight " +
+                     weight.shape().str() + " (expected input [..., in_features] and weight "
+                     "[out_features, in_features])");
+  std::int64_t in = weight.size(1), outf = weight.size(0);
+  if (bias.defined()) {
+    detail::check_same("linear", x, bias);
+    if (bias.dim() != 1 || bias.size(0) != outf)
+      throw ShapeError("linear: bias " + bias.shape().str() + " does not match weight " +
+                       weight.shape().str() + " (expected [" + std::to_string(outf) + "])");
+  }
+  std::int64_t rows = 1;  // leading dimensions flattened
+  Shape out_shape;
+  for (int i = 0; i + 1 < x.dim(); ++i) {
+    rows *= x.size(i);
+    out_shape.push_back(x.size(i));
+  }
+  out_shape.push_back(outf);
+  Tensor out = empty(out_shape, x.options());
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* y = out.data_ptr<T>();
+    T beta = T(0);
+    if (bias.defined()) {
+      const T* pb = bias.data_ptr<T>();
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < outf; ++j) y[r * outf + j] = pb[j];
+      beta = T(1);
+    }
+    kernels::dispatch::gemm<T>(false, true, rows, outf, in, T(1), x.data_ptr<T>(), in,
+                               weight.data_ptr<T>(), in, beta, y, outf);
+  });
+  if (needs_grad({&x, &weight, &bias}))
+    record("LinearBackward", out, {&x, &weight, &bias},
+           [x = x.detach(), w = weight.detach(), rx = x.requires_grad(),
+            rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad(), rows, in,
+            outf](const Tensor& g) {
+             Tensor g2 = reshape(g, {rows, outf});
+             Tensor gx, gw, gb;
+             if (rx) gx = reshape(gemm2d(g2, false, w, false), x.shape());
+             if (rw) gw = gemm2d(g2, true, reshape(x, {rows, in}), false);
+             if (rb) gb = detail::sum_to(g2, {outf});
+             return std::vector<Tensor>{gx, gw, gb};
+           });
+  return out;
+}
+
+Tensor t(const Tensor& a) {
+  detail::check_defined("t", a);
+  if (a.dim() != 2) throw ShapeError("t: expected a 2-d tensor, got " + a.shape().str());
+  std::int64_t r = a.size(0), c = a.size(1);
+  Tensor out = empty({c, r}, a.options());
+  std::size_t es = element_size(a.dtype());
+  const char* src = static_cast<const char*>(a.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (std::int64_t i = 0; i < r; ++i)
+    for (std::int64_t j = 0; j < c; ++j)
+      std::memcpy(dst + (j * r + i) * es, src + (i * c + j) * es, es);
+  if (needs_grad({&a}))
+    record("TBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{t(g)}; });
+  return out;
+}
+
+}  // namespace lockstep

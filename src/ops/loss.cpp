@@ -1,0 +1,120 @@
+// Losses (cross-entropy, MSE) and dropout.
+#include <cmath>
+#include <limits>
+
+#include "ops/kernels.h"
+#include "ops/op_utils.h"
+
+namespace lockstep {
+
+using autograd::needs_grad;
+using autograd::record;
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index) {
+  detail::check_floating("cross_entropy", logits);
+  detail::check_defined("cross_entropy", target);
+  if (logits.dim() != 2)
+    throw ShapeError("cross_entropy: expected logits [N, C], got " + logits.shape().str());
+  if (target.dtype() != kInt64)
+    throw DTypeError("cross_entropy: expected int64 class indices, got " +
+                     to_string(target.dtype()) + " " + target.shape().str());
+  if (target.dim() != 1 || target.size(0) != logits.size(0))
+    throw ShapeError("cross_entropy: target " + target.shape().str() +
+                     " does not match logits " + logits.shape().str() + " (expected [" +
+                     std::to_string(logits.size(0)) + "])");
+  if (target.device() != logits.device())
+    throw DeviceError("cross_entropy: logits on " + logits.device().str() + ", target on " +
+                      target.device().str());
+  std::int64_t n = logits.size(0), c = logits.size(1);
+  const auto* pt = target.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (pt[i] != ignore_index && (pt[i] < 0 || pt[i] >= c))
+      throw IndexError("cross_entropy: target " + std::to_string(pt[i]) + " at row " +
+                       std::to_string(i) + " is out of range for " + std::to_string(c) +
+                       " classes (expected 0 <= target < " + std::to_string(c) + ")");
+  Tensor prob = empty(logits.shape(), logits.options());
+  double loss_sum = 0;
+  std::int64_t count = 0;
+  detail::visit_float(logits.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kernels::dispatch::cross_entropy<T>(logits.data_ptr<T>(), pt, n, c, ignore_index, &loss_sum,
+                                        &count, prob.data_ptr<T>());
+  });
+  double loss = count ? loss_sum / static_cast<double>(count)
+                      : std::numeric_limits<double>::quiet_NaN();
+  Tensor out = scalar_tensor(loss, logits.options());
+  if (needs_grad({&logits}))
+    record("CrossEntropyBackward", out, {&logits},
+           [prob, target = target, ignore_index, count](const Tensor& g) {
+             // d loss / d logits = (softmax - onehot(target)) / count, zero on ignored rows
+             Tensor gl = empty(prob.shape(), prob.options());
+             std::int64_t n = prob.size(0), c = prob.size(1);
+             const auto* pt = target.data_ptr<std::int64_t>();
+             double scale = g.item() / static_cast<double>(std::max<std::int64_t>(count, 1));
+             detail::visit_float(prob.dtype(), [&](auto zero) {
+               using T = decltype(zero);
+               const T* pp = prob.data_ptr<T>();
+               T* po = gl.data_ptr<T>();
+               T s = static_cast<T>(scale);
+               for (std::int64_t i = 0; i < n; ++i) {
+                 bool skip = pt[i] == ignore_index;
+                 for (std::int64_t j = 0; j < c; ++j)
+                   po[i * c + j] = skip ? T(0) : (pp[i * c + j] - T(j == pt[i])) * s;
+               }
+             });
+             return std::vector<Tensor>{gl};
+           });
+  return out;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  detail::check_same("mse_loss", input, target);
+  detail::check_floating("mse_loss", input);
+  if (input.shape() != target.shape())
+    throw ShapeError("mse_loss: input " + input.shape().str() + " and target " +
+                     target.shape().str() + " must have the same shape");
+  Tensor diff, out;
+  {
+    NoGradGuard g;
+    diff = sub(input, target);
+    out = mean(mul(diff, diff));
+  }
+  if (needs_grad({&input, &target}))
+    record("MseLossBackward", out, {&input, &target},
+           [diff, n = input.numel()](const Tensor& g) {
+             Tensor gi = mul(diff, 2.0 * g.item() / static_cast<double>(n));
+             return std::vector<Tensor>{gi, neg(gi)};
+           });
+  return out;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  detail::check_floating("dropout", x);
+  if (!(p >= 0.0 && p <= 1.0))
+    throw ValueError("dropout: probability must be in [0, 1], got " + std::to_string(p));
+  if (!training || p == 0.0) return x;
+  Tensor mask = empty(x.shape(), x.options());
+  {
+    Generator& g = gen ? *gen : default_generator();
+    std::unique_lock<std::mutex> lock(g.mutex(), std::defer_lock);
+    if (!gen) lock.lock();
+    double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+    detail::visit_float(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      T* pm = mask.data_ptr<T>();
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        pm[i] = g.next_double() < p ? T(0) : static_cast<T>(scale);
+    });
+  }
+  Tensor out;
+  {
+    NoGradGuard g;
+    out = mul(x, mask);
+  }
+  if (needs_grad({&x}))
+    record("DropoutBackward", out, {&x},
+           [mask](const Tensor& g) { return std::vector<Tensor>{mul(g, mask)}; });
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,60 @@
+// Checks and helpers shared by the op implementations.
+#pragma once
+
+#include <string>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/autograd/node.h"
+#include "lockstep/core/tensor.h"
+#include "lockstep/ops/ops.h"
+
+namespace lockstep::detail {
+
+inline void check_defined(const char* op, const Tensor& t) {
+  if (!t.defined()) throw ValueError(std::string(op) + ": got an undefined tensor");
+}
+
+inline void check_same(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  if (a.device() != b.device())
+    throw DeviceError(std::string(op) + ": expected all tensors on the same device, got " +
+                      a.device().str() + " and " + b.device().str());
+  if (a.dtype() != b.dtype())
+    throw DTypeError(std::string(op) + ": expected the same dtype, got " + to_string(a.dtype()) +
+                     " and " + to_string(b.dtype()));
+}
+
+inline void check_floating(const char* op, const Tensor& t) {
+  check_defined(op, t);
+  if (!is_floating(t.dtype()))
+    throw DTypeError(std::string(op) + ": expected a float32 or float64 tensor, got " +
+                     to_string(t.dtype()) + " " + t.shape().str());
+}
+
+/// Normalises a possibly negative dim; IndexError naming the op and shape when out of range.
+inline int wrap_dim(const char* op, int dim, int ndim) {
+  int d = dim < 0 ? dim + ndim : dim;
+  if (d < 0 || d >= ndim)
+    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) +
+                     " out of range for a " + std::to_string(ndim) + "-d tensor");
+  return d;
+}
+
+/// Broadcast shape of a and b (NumPy rules); ShapeError naming both shapes otherwise.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+
+/// Dispatches `f` with a typed zero value for float32/float64 (and int64 when allowed).
+template <class F>
+decltype(auto) visit_float(DType t, F&& f) {
+  if (t == DType::Float64) return f(double{});
+  return f(float{});
+}
+
+/// Gradient `g` reduced to `shape` (sum over broadcast dimensions), differentiable.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+/// A tensor aliasing `base`'s storage at `offset` elements with `shape` (no autograd).
+Tensor alias(const Tensor& base, std::int64_t offset, const Shape& shape);
+
+}  // namespace lockstep::detail

@@ -1,0 +1,117 @@
+#include "support/golden.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace lockstep::testing {
+
+std::string test_data_path(const std::string& file) {
+  return std::string(LOCKSTEP_TEST_DATA_DIR) + "/" + file;
+}
+
+namespace {
+StateDict read_params(const nlohmann::json& j) {
+  StateDict sd;
+  for (auto& [name, v] : j.items()) {
+    auto shape = v.at("shape").get<std::vector<std::int64_t>>();
+    auto data = v.at("data").get<std::vector<float>>();
+    sd.insert(name, tensor(std::span<const float>(data), Shape(shape)));
+  }
+  return sd;
+}
+}  // namespace
+
+Golden load_golden(const std::string& name) {
+  std::ifstream in(test_data_path(name + ".json"));
+  if (!in) throw Error("cannot open golden file " + test_data_path(name + ".json"));
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw Error("golden file " + name + ": " + e.what());
+  }
+  Golden g;
+  g.name = name;
+  g.sizes = j.at("sizes").get<std::vector<std::int64_t>>();
+  g.activation = j.at("activation").get<std::string>();
+  g.n_train = j.at("n_train");
+  g.n_val = j.at("n_val");
+  g.batch_size = j.at("batch_size");
+  g.epochs = j.at("epochs");
+  const auto& o = j.at("optimizer");
+  g.optimizer = o.at("kind");
+  g.lr = o.at("lr");
+  g.momentum = o.value("momentum", 0.0);
+  g.dampening = o.value("dampening", 0.0);
+  g.nesterov = o.value("nesterov", false);
+  g.has_weight_decay = o.contains("weight_decay");
+  g.weight_decay = o.value("weight_decay", 0.0);
+  if (o.contains("betas")) {
+    g.beta1 = o.at("betas")[0];
+    g.beta2 = o.at("betas")[1];
+  }
+  g.eps = o.value("eps", 1e-8);
+  auto x = j.at("x").get<std::vector<float>>();
+  auto y = j.at("y").get<std::vector<std::int64_t>>();
+  std::int64_t n = g.n_train + g.n_val;
+  g.x = tensor(std::span<const float>(x), {n, g.sizes.front()});
+  g.y = tensor(std::span<const std::int64_t>(y), {n});
+  g.initial = read_params(j.at("initial_parameters"));
+  const auto& e = j.at("expected");
+  g.final_params = read_params(e.at("final_parameters"));
+  g.step_losses = e.at("train_step_losses").get<std::vector<double>>();
+  g.val_losses = e.at("val_loss_per_epoch").get<std::vector<double>>();
+  return g;
+}
+
+std::vector<std::string> golden_names() {
+  std::vector<std::string> out;
+  for (auto& entry : std::filesystem::directory_iterator(LOCKSTEP_TEST_DATA_DIR))
+    if (entry.path().extension() == ".json") out.push_back(entry.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::shared_ptr<nn::Sequential> build_mlp(const Golden& g) {
+  auto seq = std::make_shared<nn::Sequential>();
+  for (std::size_t i = 0; i + 1 < g.sizes.size(); ++i) {
+    seq->push_back(std::make_shared<nn::Linear>(g.sizes[i], g.sizes[i + 1]));
+    if (i + 2 < g.sizes.size()) {
+      if (g.activation == "relu")
+        seq->push_back(std::make_shared<nn::ReLU>());
+      else if (g.activation == "tanh")
+        seq->push_back(std::make_shared<nn::Tanh>());
+      else if (g.activation == "sigmoid")
+        seq->push_back(std::make_shared<nn::Sigmoid>());
+      else if (g.activation == "gelu")
+        seq->push_back(std::make_shared<nn::GELU>());
+      else
+        throw Error("golden " + g.name + ": unknown activation " + g.activation);
+    }
+  }
+  seq->load_state_dict(g.initial);
+  return seq;
+}
+
+std::unique_ptr<optim::Optimizer> build_optimizer(const Golden& g, std::vector<Tensor> params) {
+  if (g.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(
+        std::move(params), optim::SGDOptions{.lr = g.lr, .momentum = g.momentum,
+                                             .dampening = g.dampening,
+                                             .weight_decay = g.weight_decay,
+                                             .nesterov = g.nesterov});
+  if (g.optimizer == "adam")
+    return std::make_unique<optim::Adam>(
+        std::move(params), optim::AdamOptions{.lr = g.lr, .beta1 = g.beta1, .beta2 = g.beta2,
+                                              .eps = g.eps, .weight_decay = g.weight_decay});
+  if (g.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(
+        std::move(params),
+        optim::AdamWOptions{.lr = g.lr, .beta1 = g.beta1, .beta2 = g.beta2, .eps = g.eps,
+                            .weight_decay = g.has_weight_decay ? g.weight_decay : 0.01});
+  throw Error("golden " + g.name + ": unknown optimizer " + g.optimizer);
+}
+
+}  // namespace lockstep::testing

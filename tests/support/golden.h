@@ -1,0 +1,41 @@
+// Loader for PyTorch golden trajectories (tests/data/*.json, format in tests/data/GOLDEN.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lockstep/lockstep.h"
+
+namespace lockstep::testing {
+
+struct Golden {
+  std::string name;
+  std::vector<std::int64_t> sizes;
+  std::string activation;
+  std::int64_t n_train = 0, n_val = 0, batch_size = 0, epochs = 0;
+  std::string optimizer;                       // sgd | adam | adamw
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999,
+         eps = 1e-8;
+  bool nesterov = false;
+  bool has_weight_decay = false;
+  Tensor x, y;                                 // [n_train + n_val, in] float32, [..] int64
+  StateDict initial, final_params;             // "0.weight", ...
+  std::vector<double> step_losses, val_losses;
+};
+
+/// Path of a file in tests/data (LOCKSTEP_TEST_DATA_DIR is set by CMake).
+std::string test_data_path(const std::string& file);
+
+/// Parses tests/data/<name>.json. Throws lockstep::Error on a malformed file.
+Golden load_golden(const std::string& name);
+
+/// All golden trajectory names shipped in tests/data.
+std::vector<std::string> golden_names();
+
+/// nn::Sequential of Linear layers with `activation` between them, initial parameters loaded.
+std::shared_ptr<nn::Sequential> build_mlp(const Golden& g);
+
+/// The optimizer the golden file describes, over `params`.
+std::unique_ptr<optim::Optimizer> build_optimizer(const Golden& g, std::vector<Tensor> params);
+
+}  // namespace lockstep::testing

@@ -1,0 +1,61 @@
+// The one tolerance rule of the test suite: |a - b| <= atol + rtol * |b| (numpy.allclose), with
+// rtol 1e-5 and atol 1e-6 for float32 CPU results.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lockstep/lockstep.h"
+
+namespace lockstep::testing {
+
+constexpr double kRtol = 1e-5;
+constexpr double kAtol = 1e-6;
+
+inline bool allclose(double a, double b, double rtol = kRtol, double atol = kAtol) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::abs(a - b) <= atol + rtol * std::abs(b);
+}
+
+/// gtest assertion: every element of `actual` is allclose to `expected`; reports the first
+/// mismatch with its index.
+inline ::testing::AssertionResult AllClose(const std::vector<double>& actual,
+                                           const std::vector<double>& expected,
+                                           double rtol = kRtol, double atol = kAtol) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << actual.size() << " vs " << expected.size();
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    if (!allclose(actual[i], expected[i], rtol, atol))
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << actual[i] << " vs expected " << expected[i]
+             << " (|diff| " << std::abs(actual[i] - expected[i]) << " > "
+             << atol + rtol * std::abs(expected[i]) << ")";
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& expected,
+                                           double rtol = kRtol, double atol = kAtol) {
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shapes differ: " << actual.shape().str() << " vs "
+                                         << expected.shape().str();
+  return AllClose(actual.to_vector<double>(), expected.to_vector<double>(), rtol, atol);
+}
+
+/// Bitwise equality of two float32 tensors (same shape, same bits).
+inline ::testing::AssertionResult BitEqual(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << "shape/dtype differ";
+  auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+  for (std::size_t i = 0; i < va.size(); ++i)
+    if (std::memcmp(&va[i], &vb[i], sizeof(double)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace lockstep::testing

@@ -1,0 +1,84 @@
+// bench_core: issue 2's three speed measurements of the single-device CPU engine.
+//   BM_ReferenceStep  step_time (µs per training step) and samples/s, reference workload (batch 32)
+//   BM_MLPStep        step_time and samples/s of the 784-256-256-10 MLP (batch 128)
+//   BM_Matmul/n       flop = FLOP/s (2·n³/t, shown as G/s) of lockstep::matmul, float32,
+//                     n = 256, 512, 1024
+// All benchmarks use wall-clock time (UseRealTime): OpenBLAS may run on worker threads, whose
+// CPU time the default per-thread CPU timer would not see.
+// OpenBLAS's thread count comes from OPENBLAS_NUM_THREADS (default: one per core); it is printed
+// in the benchmark context as openblas_threads. bench/compare_core.sh runs this binary with 1
+// and 2 and compares against bench/pytorch_core.py.
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "workloads.h"
+
+// OpenBLAS's own query functions (declared here so no cblas.h include path is needed; the
+// library is already linked through lockstep).
+extern "C" int openblas_get_num_threads(void);
+extern "C" char* openblas_get_config(void);
+
+namespace {
+
+using lockstep::Tensor;
+using lockstep::bench::Workload;
+
+// Counter whose value is seconds per iteration (wall clock); the console shows it with an SI
+// prefix, e.g. "step_time=9.55us", and JSON output holds it in seconds.
+benchmark::Counter seconds_per_iter(const benchmark::State& state) {
+  return benchmark::Counter(static_cast<double>(state.iterations()),
+                            benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void run_steps(benchmark::State& state, Workload& w) {
+  for (int i = 0; i < 3; ++i) w.step();  // warm-up: allocator, OpenBLAS thread start
+  for (auto _ : state) {
+    Tensor loss = w.step();
+    benchmark::DoNotOptimize(loss.raw_data());
+  }
+  state.counters["step_time"] = seconds_per_iter(state);
+  state.counters["samples"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * w.batch), benchmark::Counter::kIsRate);
+}
+
+void BM_ReferenceStep(benchmark::State& state) {
+  Workload w = lockstep::bench::make_reference_workload();
+  run_steps(state, w);
+}
+BENCHMARK(BM_ReferenceStep)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_MLPStep(benchmark::State& state) {
+  Workload w = lockstep::bench::make_mlp_workload();
+  run_steps(state, w);
+}
+BENCHMARK(BM_MLPStep)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_Matmul(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  lockstep::manual_seed(0);
+  Tensor a = lockstep::randn({n, n}), b = lockstep::randn({n, n});
+  for (int i = 0; i < 2; ++i) lockstep::matmul(a, b);  // warm-up
+  for (auto _ : state) {
+    Tensor c = lockstep::matmul(a, b);
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  // Shown as e.g. "flop=64.4G/s"; JSON holds FLOP/s.
+  state.counters["flop"] = benchmark::Counter(flop * static_cast<double>(state.iterations()),
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
+  benchmark::AddCustomContext("openblas_config", openblas_get_config());
+  benchmark::AddCustomContext("lockstep_version", LOCKSTEP_VERSION);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,302 @@
+// Tensor basics: factories, dtype/device tags, Device::parse, Generator, views and indexing,
+// splitting, reshape, broadcasting and reductions, each checked against hand-computed values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "support/tolerance.h"
+
+namespace lockstep::testing {
+namespace {
+
+Tensor F(std::vector<double> v, Shape s) {
+  return tensor(std::span<const double>(v), s, kFloat32);
+}
+std::vector<double> V(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<std::int64_t> I(const Tensor& t) { return t.to_vector<std::int64_t>(); }
+std::vector<std::int64_t> dim0_sizes(const std::vector<Tensor>& ts) {
+  std::vector<std::int64_t> out;
+  for (const auto& t : ts) out.push_back(t.size(0));
+  return out;
+}
+
+TEST(TensorFactories, ZerosOnesFull) {
+  Tensor z = zeros({2, 3});
+  EXPECT_EQ(z.shape(), (Shape{2, 3}));
+  EXPECT_EQ(z.dtype(), kFloat32);
+  EXPECT_EQ(V(z), std::vector<double>(6, 0.0));
+  EXPECT_EQ(V(ones({4}, kFloat64)), std::vector<double>(4, 1.0));
+  EXPECT_EQ(ones({4}, kFloat64).dtype(), kFloat64);
+  EXPECT_EQ(V(full({3}, 2.5)), (std::vector<double>{2.5, 2.5, 2.5}));
+  EXPECT_EQ(full({2}, 7, kInt64).dtype(), kInt64);
+  EXPECT_EQ(I(full({2}, 7, kInt64)), (std::vector<std::int64_t>{7, 7}));
+  EXPECT_EQ(scalar_tensor(3.0).dim(), 0);
+  EXPECT_EQ(scalar_tensor(3.0).item(), 3.0);
+  EXPECT_THROW(zeros({2, -1}), ValueError);
+}
+
+TEST(TensorFactories, Arange) {
+  EXPECT_EQ(arange(5).dtype(), kInt64);
+  EXPECT_EQ(I(arange(5)), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(V(arange(1, 2, 0.25, kFloat64)), (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(I(arange(5, 0, -2)), (std::vector<std::int64_t>{5, 3, 1}));
+  EXPECT_EQ(arange(3, 3).numel(), 0);
+  EXPECT_THROW(arange(0, 1, 0), ValueError);
+}
+
+TEST(TensorFactories, RandomFactoriesHaveTheRightDistribution) {
+  Generator g(123);
+  Tensor n = randn({20000}, kFloat64, &g);
+  auto v = V(n);
+  double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size(), var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  var /= v.size();
+  EXPECT_NEAR(mean, 0.0, 0.03);  // 4 standard errors (1/sqrt(20000) = 0.007)
+  EXPECT_NEAR(var, 1.0, 0.05);
+
+  auto u = V(rand({20000}, kFloat32, &g));
+  EXPECT_GE(*std::min_element(u.begin(), u.end()), 0.0);
+  EXPECT_LT(*std::max_element(u.begin(), u.end()), 1.0);
+  EXPECT_NEAR(std::accumulate(u.begin(), u.end(), 0.0) / u.size(), 0.5, 0.01);
+
+  auto r = I(randint(-2, 3, {1000}, kInt64, &g));
+  std::vector<int> counts(5, 0);
+  for (auto x : r) {
+    ASSERT_GE(x, -2);
+    ASSERT_LT(x, 3);
+    ++counts[static_cast<std::size_t>(x + 2)];
+  }
+  for (int c : counts) EXPECT_GT(c, 150);  // every value drawn (expected 200)
+  EXPECT_THROW(randint(3, 3, {2}), ValueError);
+  EXPECT_THROW(randn({2}, kInt64), DTypeError);
+
+  auto p = I(randperm(50, &g));
+  auto sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int64_t> iota(50);
+  std::iota(iota.begin(), iota.end(), 0);
+  EXPECT_EQ(sorted, iota);
+  EXPECT_NE(p, iota);  // shuffled (the chance of the identity is 1/50!)
+}
+
+TEST(TensorFactories, FromVector) {
+  Tensor t = F({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_EQ(V(t), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  Tensor flat = tensor({1.5f, -2.f});
+  EXPECT_EQ(flat.shape(), (Shape{2}));
+  std::vector<std::int64_t> iv{4, 5};
+  EXPECT_EQ(tensor(std::span<const std::int64_t>(iv)).dtype(), kInt64);
+  EXPECT_THROW(F({1, 2, 3}, {2, 2}), ShapeError);
+}
+
+TEST(TensorFactories, ZeroSizeDimensions) {
+  Tensor e = zeros({0, 5});
+  EXPECT_EQ(e.shape(), (Shape{0, 5}));
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(sum(e).item(), 0.0);
+  EXPECT_EQ(sum(e, 0).shape(), (Shape{5}));
+  EXPECT_EQ(V(sum(e, 0)), std::vector<double>(5, 0.0));
+  EXPECT_EQ(sum(e, 1).shape(), (Shape{0}));
+  EXPECT_TRUE(std::isnan(mean(e).item()));
+  EXPECT_EQ(add(e, ones({5})).shape(), (Shape{0, 5}));
+  EXPECT_EQ(matmul(zeros({3, 0}), zeros({0, 4})).shape(), (Shape{3, 4}));
+  EXPECT_EQ(V(matmul(ones({3, 0}), ones({0, 4}))), std::vector<double>(12, 0.0));
+  EXPECT_EQ(cat({ones({2, 5}), e}, 0).shape(), (Shape{2, 5}));
+  EXPECT_THROW(max(e), ShapeError);
+}
+
+TEST(TensorTags, DTypeAndDevice) {
+  EXPECT_EQ(to_string(kFloat32), "float32");
+  EXPECT_EQ(to_string(kFloat64), "float64");
+  EXPECT_EQ(to_string(kInt64), "int64");
+  EXPECT_EQ(element_size(kFloat32), 4u);
+  EXPECT_EQ(element_size(kInt64), 8u);
+  EXPECT_EQ(zeros({1}).device(), cpu(0));
+  Tensor t = zeros({2}, cpu(3));
+  EXPECT_EQ(t.device().str(), "cpu:3");
+  EXPECT_EQ(t.to(cpu(1)).device(), cpu(1));
+  EXPECT_EQ(V(ones({2}).to(cpu(2))), (std::vector<double>{1, 1}));
+  EXPECT_EQ(F({1.5, 2}, {2}).to(kInt64).dtype(), kInt64);
+}
+
+TEST(DeviceParse, ValidStrings) {
+  EXPECT_EQ(Device::parse("cpu"), cpu(0));
+  EXPECT_EQ(Device::parse("cpu:3"), cpu(3));
+  Device c = Device::parse("cuda:1");
+  EXPECT_TRUE(c.is_cuda());
+  EXPECT_EQ(c.index, 1);
+  EXPECT_EQ(c.str(), "cuda:1");
+  EXPECT_EQ(Device::parse("cuda"), Device(DeviceType::CUDA, 0));
+}
+
+TEST(DeviceParse, CudaTensorsAreRefused) {
+  try {
+    zeros({2}, Device::parse("cuda:1"));
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ones({2}).to(Device::parse("cuda:0")), DeviceError);
+}
+
+TEST(GeneratorTest, SameSeedSameStream) {
+  Generator a(42), b(42), c(43);
+  std::vector<std::uint32_t> va, vb, vc;
+  for (int i = 0; i < 16; ++i) {
+    va.push_back(a.next_u32());
+    vb.push_back(b.next_u32());
+    vc.push_back(c.next_u32());
+  }
+  EXPECT_EQ(va, vb);
+  EXPECT_NE(va, vc);
+  a.manual_seed(42);
+  EXPECT_EQ(a.offset(), 0u);
+  EXPECT_EQ(a.next_u32(), va[0]);
+  Generator g1(7), g2(7);
+  auto r1 = V(randn({5}, {}, &g1));
+  EXPECT_EQ(r1, V(randn({5}, {}, &g2)));
+  EXPECT_NE(r1, V(randn({5}, {}, &g1)));  // the stream advances
+}
+
+TEST(GeneratorTest, GlobalManualSeed) {
+  manual_seed(5);
+  auto first = V(randn({6}));
+  auto second = V(randn({6}));
+  EXPECT_NE(first, second);
+  manual_seed(5);
+  EXPECT_EQ(V(randn({6})), first);
+  EXPECT_EQ(V(randn({6})), second);
+}
+
+TEST(Indexing, NarrowDim0IsAView) {
+  Tensor base = F({0, 1, 2, 3, 4, 5, 6, 7}, {4, 2});
+  Tensor mid = base.narrow(0, 1, 2);
+  EXPECT_EQ(mid.shape(), (Shape{2, 2}));
+  EXPECT_EQ(V(mid), (std::vector<double>{2, 3, 4, 5}));
+  mid.data_ptr<float>()[0] = 100;  // writes through to the base storage
+  EXPECT_EQ(V(base)[2], 100.0);
+  EXPECT_EQ(V(narrow(base, 1, 0, 1)), (std::vector<double>{0, 100, 4, 6}));
+  EXPECT_EQ(V(narrow(base, 0, -1, 1)), (std::vector<double>{6, 7}));  // negative start
+  EXPECT_EQ(base.narrow(0, 4, 0).numel(), 0);
+  EXPECT_THROW(base.narrow(0, 3, 2), IndexError);
+}
+
+TEST(Indexing, IndexSelect) {
+  Tensor a = F({0, 1, 2, 3, 4, 5}, {3, 2});
+  std::vector<std::int64_t> idx{2, 0, 2};
+  Tensor i = tensor(std::span<const std::int64_t>(idx));
+  EXPECT_EQ(V(index_select(a, 0, i)), (std::vector<double>{4, 5, 0, 1, 4, 5}));
+  std::vector<std::int64_t> cols{1, 1, 0};
+  Tensor c = tensor(std::span<const std::int64_t>(cols));
+  Tensor s = index_select(a, 1, c);
+  EXPECT_EQ(s.shape(), (Shape{3, 3}));
+  EXPECT_EQ(V(s), (std::vector<double>{1, 1, 0, 3, 3, 2, 5, 5, 4}));
+  std::vector<std::int64_t> bad{3};
+  EXPECT_THROW(index_select(a, 0, tensor(std::span<const std::int64_t>(bad))), IndexError);
+}
+
+TEST(Indexing, Cat) {
+  Tensor a = F({1, 2, 3, 4}, {2, 2}), b = F({5, 6}, {1, 2});
+  EXPECT_EQ(V(cat({a, b}, 0)), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  Tensor c = F({7, 8}, {2, 1});
+  Tensor ac = cat({a, c}, 1);
+  EXPECT_EQ(ac.shape(), (Shape{2, 3}));
+  EXPECT_EQ(V(ac), (std::vector<double>{1, 2, 7, 3, 4, 8}));
+  EXPECT_THROW(cat({a, c}, 0), ShapeError);
+}
+
+TEST(Splitting, ChunkFollowsTorchChunk) {
+  Tensor x = arange(9);
+  EXPECT_EQ(dim0_sizes(chunk(x, 4)), (std::vector<std::int64_t>{3, 3, 3}));
+  EXPECT_EQ(dim0_sizes(chunk(arange(10), 4)), (std::vector<std::int64_t>{3, 3, 3, 1}));
+  EXPECT_EQ(dim0_sizes(chunk(arange(6), 4)), (std::vector<std::int64_t>{2, 2, 2}));
+  EXPECT_EQ(dim0_sizes(chunk(arange(2), 4)), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_EQ(I(chunk(x, 4)[2]), (std::vector<std::int64_t>{6, 7, 8}));
+}
+
+TEST(Splitting, TensorSplitSizesDifferByAtMostOneLargerFirst) {
+  EXPECT_EQ(dim0_sizes(tensor_split(arange(9), 4)), (std::vector<std::int64_t>{3, 2, 2, 2}));
+  EXPECT_EQ(dim0_sizes(tensor_split(arange(13), 4)), (std::vector<std::int64_t>{4, 3, 3, 3}));
+  EXPECT_EQ(dim0_sizes(tensor_split(arange(3), 4)), (std::vector<std::int64_t>{1, 1, 1, 0}));
+  EXPECT_EQ(split_sizes(9, 4), (std::vector<std::int64_t>{3, 2, 2, 2}));
+  auto parts = tensor_split(arange(9), 4);
+  std::vector<std::int64_t> joined;
+  for (auto& p : parts)
+    for (auto v : I(p)) joined.push_back(v);
+  EXPECT_EQ(joined, I(arange(9)));  // nothing dropped or duplicated, order kept
+  auto cols = tensor_split(F({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5}), 2, 1);
+  EXPECT_EQ(V(cols[0]), (std::vector<double>{0, 1, 2, 5, 6, 7}));
+  EXPECT_EQ(V(cols[1]), (std::vector<double>{3, 4, 8, 9}));
+}
+
+TEST(ShapeOps, ReshapeWithInferredDimension) {
+  Tensor x = arange(12);
+  EXPECT_EQ(x.reshape({3, -1}).shape(), (Shape{3, 4}));
+  EXPECT_EQ(x.reshape({-1, 2, 3}).shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(I(x.reshape({3, -1}).narrow(0, 1, 1)), (std::vector<std::int64_t>{4, 5, 6, 7}));
+  EXPECT_THROW(x.reshape({-1, -1}), ShapeError);
+  EXPECT_THROW(x.reshape({5, -1}), ShapeError);
+  EXPECT_THROW(x.reshape({5, 2}), ShapeError);
+  EXPECT_EQ(zeros({0, 5}).reshape({-1, 5}).shape(), (Shape{0, 5}));
+  EXPECT_EQ(V(t(F({1, 2, 3, 4, 5, 6}, {2, 3}))), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(Broadcasting, ShapesAndValues) {
+  Tensor col = F({1, 2}, {2, 1}), row = F({10, 20, 30}, {3});
+  Tensor s = add(col, row);
+  EXPECT_EQ(s.shape(), (Shape{2, 3}));
+  EXPECT_EQ(V(s), (std::vector<double>{11, 21, 31, 12, 22, 32}));
+  EXPECT_EQ(V(sub(row, scalar_tensor(1))), (std::vector<double>{9, 19, 29}));
+  EXPECT_EQ(V(mul(F({2}, {1}), row)), (std::vector<double>{20, 40, 60}));
+  EXPECT_TRUE(AllClose(div(F({1, 2, 3, 4, 5, 6}, {2, 3}), row),
+                       F({0.1, 0.1, 0.1, 0.4, 0.25, 0.2}, {2, 3})));
+  EXPECT_EQ(add(zeros({2, 1, 4}), zeros({3, 1})).shape(), (Shape{2, 3, 4}));
+  EXPECT_THROW(add(zeros({2, 3}), zeros({2})), ShapeError);
+  EXPECT_EQ(I(eq(F({1, 2, 3}, {3}), F({1, 0, 3}, {3}))), (std::vector<std::int64_t>{1, 0, 1}));
+}
+
+TEST(Reductions, SumMeanMaxArgmaxWithKeepdim) {
+  Tensor x = F({1, 5, 3, 4, 2, 6}, {2, 3});
+  EXPECT_EQ(sum(x).item(), 21.0);
+  EXPECT_EQ(V(sum(x, 0)), (std::vector<double>{5, 7, 9}));
+  EXPECT_EQ(sum(x, 1, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(V(sum(x, -1, true)), (std::vector<double>{9, 12}));
+  EXPECT_EQ(mean(x).item(), 3.5);
+  EXPECT_EQ(V(mean(x, 0)), (std::vector<double>{2.5, 3.5, 4.5}));
+  EXPECT_EQ(mean(x, 1, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(V(mean(x, 1, true)), (std::vector<double>{3, 4}));
+  EXPECT_EQ(max(x).item(), 6.0);
+  auto [vals, idx] = max(x, 1);
+  EXPECT_EQ(V(vals), (std::vector<double>{5, 6}));
+  EXPECT_EQ(I(idx), (std::vector<std::int64_t>{1, 2}));
+  auto [v0, i0] = max(x, 0, true);
+  EXPECT_EQ(v0.shape(), (Shape{1, 3}));
+  EXPECT_EQ(V(v0), (std::vector<double>{4, 5, 6}));
+  EXPECT_EQ(I(i0), (std::vector<std::int64_t>{1, 0, 1}));
+  EXPECT_EQ(I(argmax(x, 0)), (std::vector<std::int64_t>{1, 0, 1}));
+  EXPECT_EQ(argmax(x, 1, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(argmax(x).item(), 5.0);
+  EXPECT_EQ(I(argmax(F({2, 7, 7}, {3}), 0)), (std::vector<std::int64_t>{1}));  // first on ties
+  EXPECT_EQ(sum(arange(5)).dtype(), kInt64);
+  EXPECT_EQ(sum(arange(5)).item(), 10.0);
+}
+
+TEST(LinearAlgebra, MatmulMatchesHandComputation) {
+  Tensor a = F({1, 2, 3, 4, 5, 6}, {2, 3}), b = F({7, 8, 9, 10, 11, 12}, {3, 2});
+  // [[1*7+2*9+3*11, 1*8+2*10+3*12], [4*7+5*9+6*11, 4*8+5*10+6*12]]
+  Tensor c = matmul(a, b);
+  EXPECT_EQ(c.shape(), (Shape{2, 2}));
+  EXPECT_EQ(V(c), (std::vector<double>{58, 64, 139, 154}));
+  std::vector<double> ad{1, 2, 3, 4, 5, 6}, bd{1, 0, -1};
+  Tensor cd = matmul(tensor(std::span<const double>(ad), {2, 3}),
+                     tensor(std::span<const double>(bd), {3, 1}));
+  EXPECT_EQ(cd.dtype(), kFloat64);
+  EXPECT_EQ(V(cd), (std::vector<double>{-2, -2}));
+  EXPECT_THROW(matmul(a, a), ShapeError);
+}
+
+}  // namespace
+}  // namespace lockstep::testing

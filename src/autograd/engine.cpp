@@ -7,6 +7,7 @@
 #include <memory>
 #include <queue>
 
+#include "lockstep/core/pool.h"
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
 #include "lockstep/ops/ops.h"
@@ -33,7 +34,7 @@ Edge gradient_edge(const Tensor& t) {
   if (impl.grad_fn) return {impl.grad_fn};
   auto acc = impl.grad_accumulator.lock();
   if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    acc = std::allocate_shared<AccumulateGrad>(detail::PoolAllocator<AccumulateGrad>(), t.impl_ptr());
     impl.grad_accumulator = acc;
   }
   return {acc};

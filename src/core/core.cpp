@@ -4,6 +4,7 @@
 #include <new>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "lockstep/core/device.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/error.h"
@@ -105,12 +106,9 @@ bool operator==(const Shape& a, const Shape& b) {
 
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   check_device_available(device);
-  std::size_t rounded = (nbytes + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  data_ = std::aligned_alloc(64, rounded);
-  if (!data_) throw std::bad_alloc();
+  data_ = detail::cpu_allocate(nbytes, &capacity_);
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() { detail::cpu_free(data_, capacity_); }
 
 }  // namespace lockstep

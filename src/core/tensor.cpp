@@ -1,4 +1,5 @@
 // Tensor handle methods and factory functions.
+#include "lockstep/core/pool.h"
 #include "lockstep/core/tensor.h"
 
 #include <cmath>
@@ -17,8 +18,8 @@ namespace lockstep {
 Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
   for (auto d : shape)
     if (d < 0) throw ValueError("negative dimension in shape " + shape.str());
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(
+  auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>());
+  impl->storage = std::allocate_shared<Storage>(detail::PoolAllocator<Storage>(), 
       static_cast<std::size_t>(shape.numel()) * element_size(opts.dtype_), opts.device_);
   impl->shape = shape;
   impl->dtype = opts.dtype_;
@@ -28,6 +29,8 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
 }
 
 std::int64_t Tensor::size(int d) const { return shape()[detail::wrap_dim("size", d, dim())]; }
+
+void Tensor::throw_undefined() { throw ValueError("operation on an undefined tensor"); }
 
 void Tensor::check_dtype(DType want, const char* what) const {
   if (dtype() != want)

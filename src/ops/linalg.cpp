@@ -82,10 +82,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            [x = x.detach(), w = weight.detach(), rx = x.requires_grad(),
             rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad(), rows, in,
             outf](const Tensor& g) {
-             Tensor g2 = reshape(g, {rows, outf});
+             const bool flat = x.dim() == 2;
+             Tensor g2 = flat ? g : reshape(g, {rows, outf});
              Tensor gx, gw, gb;
-             if (rx) gx = reshape(gemm2d(g2, false, w, false), x.shape());
-             if (rw) gw = gemm2d(g2, true, reshape(x, {rows, in}), false);
+             if (rx) gx = gemm2d(g2, false, w, false);
+             if (rx && !flat) gx = reshape(gx, x.shape());
+             if (rw) gw = gemm2d(g2, true, flat ? x : reshape(x, {rows, in}), false);
              if (rb) gb = detail::sum_to(g2, {outf});
              return std::vector<Tensor>{gx, gw, gb};
            });

@@ -11,7 +11,7 @@ using autograd::record;
 
 namespace detail {
 Tensor alias(const Tensor& base, std::int64_t offset, const Shape& shape) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>());
   impl->storage = base.impl().storage;
   impl->offset = offset;
   impl->shape = shape;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/pool.h"
 #include "lockstep/core/tensor.h"
 
 namespace lockstep::autograd {
@@ -93,7 +94,8 @@ Edge gradient_edge(const Tensor& t);
 /// edge per input in order. Call only when needs_grad(inputs) is true.
 template <class Fn>
 void record(const char* name, Tensor& output, std::initializer_list<const Tensor*> inputs, Fn fn) {
-  auto node = std::make_shared<FunctionNode<Fn>>(name, std::move(fn));
+  auto node = std::allocate_shared<FunctionNode<Fn>>(
+      detail::PoolAllocator<FunctionNode<Fn>>(), name, std::move(fn));
   node->next_edges().reserve(inputs.size());
   for (const Tensor* in : inputs) node->next_edges().push_back(gradient_edge(*in));
   auto& impl = output.impl();
@@ -104,7 +106,8 @@ void record(const char* name, Tensor& output, std::initializer_list<const Tensor
 /// Records a node over a runtime list of inputs (cat).
 template <class Fn>
 void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs, Fn fn) {
-  auto node = std::make_shared<FunctionNode<Fn>>(name, std::move(fn));
+  auto node = std::allocate_shared<FunctionNode<Fn>>(
+      detail::PoolAllocator<FunctionNode<Fn>>(), name, std::move(fn));
   node->next_edges().reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges().push_back(gradient_edge(in));
   auto& impl = output.impl();

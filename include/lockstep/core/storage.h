@@ -24,6 +24,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
+  std::size_t capacity_ = 0;
   Device device_;
 };
 

@@ -94,8 +94,10 @@ class Tensor {
   /// Typed pointer to the first element. Throws DTypeError if T does not match dtype().
   template <class T>
   T* data_ptr() const {
-    check_dtype(dtype_of<T>::value, "data_ptr");
-    return static_cast<T*>(impl().storage->data()) + impl().offset;
+    const TensorImpl& im = impl();
+    if (im.dtype != dtype_of<T>::value) [[unlikely]]
+      check_dtype(dtype_of<T>::value, "data_ptr");
+    return static_cast<T*>(im.storage->data()) + im.offset;
   }
   void* raw_data() const {
     return static_cast<char*>(impl().storage->data()) + impl().offset * element_size(dtype());
@@ -166,7 +168,8 @@ class Tensor {
   std::string str() const;
 
   TensorImpl& impl() const {
-    if (!impl_) throw ValueError("operation on an undefined tensor");
+    if (!impl_) [[unlikely]]
+      throw_undefined();
     return *impl_;
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -174,6 +177,7 @@ class Tensor {
 
  private:
   void check_dtype(DType want, const char* what) const;
+  [[noreturn]] static void throw_undefined();
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -86,7 +86,14 @@ void sum_to_t(const Tensor& in, Tensor& out) {
     return;
   }
   if (is_trailing_row(out.shape(), in.shape())) {  // e.g. bias gradient: [B, N] -> [N]
-    std::vector<double> acc(static_cast<std::size_t>(m), 0.0);
+    double stack[256];
+    std::vector<double> heap;
+    double* acc = stack;
+    if (m > 256) {
+      heap.resize(static_cast<std::size_t>(m));
+      acc = heap.data();
+    }
+    for (std::int64_t j = 0; j < m; ++j) acc[j] = 0.0;
     for (std::int64_t r = 0; r < n; r += m)
       for (std::int64_t j = 0; j < m; ++j) acc[j] += static_cast<double>(pi[r + j]);
     for (std::int64_t j = 0; j < m; ++j) po[j] = static_cast<T>(acc[j]);

@@ -1,4 +1,6 @@
-// Fast GEMM: OpenBLAS through the CBLAS interface (row-major).
+// Fast GEMM: OpenBLAS through the CBLAS interface (row-major). (Direct loops for tiny products
+// such as the reference model's 32×5×10 were measured 1.3–3× slower than OpenBLAS, so every
+// size goes to OpenBLAS.)
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 namespace lockstep::kernels::cpu {
 
 namespace {
+
 // BLAS rejects leading dimensions below 1 even when a dimension is zero.
 int ld(std::int64_t v) { return static_cast<int>(std::max<std::int64_t>(v, 1)); }
 
@@ -16,11 +19,13 @@ bool degenerate(std::int64_t m, std::int64_t n, std::int64_t k, T beta, T* c, st
   if (m == 0 || n == 0) return true;
   if (k == 0) {  // C = beta * C
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+      for (std::int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return true;
   }
   return false;
 }
+
 }  // namespace
 
 template <>

@@ -1,0 +1,94 @@
+// CPU allocator with per-thread caches of freed blocks by size class, so that the buffers a
+// training step allocates and frees every iteration (activations, gradients, GEMM outputs) are
+// reused instead of going back to the system — large blocks would otherwise be mmapped and
+// page-faulted afresh each step. Size classes are 2^k and 1.5·2^k bytes (≥ 64); each thread caches
+// at most kThreadCacheBytes. Blocks of more than kMaxCachedBytes bypass the cache.
+#include "core/allocator.h"
+
+#include <array>
+#include <bit>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+namespace lockstep::detail {
+
+namespace {
+
+constexpr std::size_t kMinBlock = 64;
+constexpr std::size_t kMaxCachedBytes = std::size_t(1) << 28;     // 256 MiB
+constexpr std::size_t kThreadCacheBytes = std::size_t(1) << 30;   // 1 GiB per thread
+constexpr int kClasses = 64;
+
+// Class index and rounded size for n bytes.
+std::pair<int, std::size_t> size_class(std::size_t n) {
+  if (n <= kMinBlock) return {0, kMinBlock};
+  int k = std::bit_width(n - 1);            // 2^(k-1) < n <= 2^k
+  std::size_t pow = std::size_t(1) << k;
+  std::size_t mid = (pow >> 2) * 3;         // 1.5 * 2^(k-1)
+  int base = 2 * (k - 6);                   // k = 6 -> 64 bytes
+  if (n <= mid) return {base - 1, mid};
+  return {base, pow};
+}
+
+// Set once this thread's cache is destroyed (thread exit, or static destruction on the main
+// thread): later frees and allocations bypass it. Trivially destructible, so always readable.
+thread_local bool t_cache_dead = false;
+
+struct ThreadCache {
+  std::array<std::vector<void*>, kClasses> free{};
+  std::size_t bytes = 0;
+  ~ThreadCache() {
+    t_cache_dead = true;
+    for (auto& list : free)
+      for (void* p : list) std::free(p);
+  }
+};
+
+ThreadCache& cache() {
+  thread_local ThreadCache c;
+  return c;
+}
+
+}  // namespace
+
+void* cpu_allocate(std::size_t nbytes, std::size_t* capacity) {
+  auto [cls, size] = size_class(nbytes);
+  if (size <= kMaxCachedBytes && !t_cache_dead) {
+    auto& list = cache().free[cls];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      cache().bytes -= size;
+      *capacity = size;
+      return p;
+    }
+  } else {
+    size = (nbytes + 4095) / 4096 * 4096;
+  }
+  void* p = std::aligned_alloc(64, size);
+  if (!p) throw std::bad_alloc();
+  *capacity = size;
+  return p;
+}
+
+std::size_t cpu_block_size(std::size_t nbytes) {
+  auto [cls, size] = size_class(nbytes);
+  return size <= kMaxCachedBytes ? size : (nbytes + 4095) / 4096 * 4096;
+}
+
+void cpu_free(void* p, std::size_t capacity) {
+  if (!p) return;
+  if (capacity <= kMaxCachedBytes && !t_cache_dead) {
+    auto& c = cache();
+    if (c.bytes + capacity <= kThreadCacheBytes) {
+      auto [cls, size] = size_class(capacity);
+      c.free[cls].push_back(p);
+      c.bytes += size;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+}  // namespace lockstep::detail

@@ -68,6 +68,9 @@ void Optimizer::load_state_dict(const StateDict& state) {
   auto names = state_names();
   for (const auto& [key, value] : state) {
     if (key == "param_groups.0.lr") {
+      if (!value.defined() || value.numel() != 1 || !(value.item() >= 0))
+        throw StateDictError("optimizer load_state_dict: key '" + key +
+                             "': expected a non-negative scalar learning rate");
       lr = value.item();
       continue;
     }

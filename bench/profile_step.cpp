@@ -4,15 +4,25 @@
 //   profile_step reference [steps=2000]
 //   profile_step mlp       [steps=200]
 //
-// Typical use (bench/profile_core.sh does this):
-//   OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --callgrind-out-file=cg.ref
-//       build-bench/bench/profile_step reference 2000   (one command line)
+// Ten warm-up steps run first (OpenBLAS start-up, lazy symbol binding, allocator growth). Under
+// callgrind the timed steps are bracketed with CALLGRIND_TOGGLE_COLLECT, so with
+// --collect-atstart=no the profile holds exactly the N steps and "Ir / N" is instructions per
+// step. bench/profile_core.sh runs both workloads and prints the hotspots:
+//   OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --collect-atstart=no
+//       --callgrind-out-file=cg.ref build-bench/bench/profile_step reference 2000
 //   callgrind_annotate --inclusive=no cg.ref | head -40
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "workloads.h"
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define PROFILE_TOGGLE() CALLGRIND_TOGGLE_COLLECT
+#else
+#define PROFILE_TOGGLE() ((void)0)
+#endif
 
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "reference";
@@ -23,8 +33,11 @@ int main(int argc, char** argv) {
   long steps = argc > 2 ? std::atol(argv[2]) : (which == "mlp" ? 200 : 2000);
   lockstep::bench::Workload w = which == "mlp" ? lockstep::bench::make_mlp_workload()
                                                : lockstep::bench::make_reference_workload();
-  double last = 0;
-  for (long i = 0; i < steps; ++i) last = w.step().item();
-  std::printf("%s: %ld steps, last loss %.6f\n", which.c_str(), steps, last);
+  for (int i = 0; i < 10; ++i) w.step();  // warm-up, not collected
+  lockstep::Tensor loss;
+  PROFILE_TOGGLE();
+  for (long i = 0; i < steps; ++i) loss = w.step();
+  PROFILE_TOGGLE();
+  std::printf("%s: %ld steps, last loss %.6f\n", which.c_str(), steps, loss.item());
   return 0;
 }

@@ -3,15 +3,24 @@
 //   BM_MLPStep        step_time and samples/s of the 784-256-256-10 MLP (batch 128)
 //   BM_Matmul/n       flop = FLOP/s (2·n³/t, shown as G/s) of lockstep::matmul, float32,
 //                     n = 256, 512, 1024
-// All benchmarks use wall-clock time (UseRealTime): OpenBLAS may run on worker threads, whose
-// CPU time the default per-thread CPU timer would not see.
-// OpenBLAS's thread count comes from OPENBLAS_NUM_THREADS (default: one per core); it is printed
-// in the benchmark context as openblas_threads. bench/compare_core.sh runs this binary with 1
-// and 2 and compares against bench/pytorch_core.py.
+// All benchmarks use wall-clock time (UseRealTime): GEMMs may run on helper threads, whose CPU
+// time the default per-thread CPU timer would not see.
+//
+//   bench_core [--threads=N] [Google Benchmark flags]
+//
+// --threads=N calls lockstep::set_num_threads(N) (intra-op threads of the main thread; Lockstep's
+// default is the number of usable cores). Lockstep runs OpenBLAS single-threaded inside each call
+// and splits large GEMMs over its own threads, so OPENBLAS_NUM_THREADS should not matter; the
+// context line openblas_threads shows OpenBLAS's thread count after a first matmul, i.e. the
+// effective one. bench/compare_core.sh runs this binary with --threads 1 and 2 (and
+// OPENBLAS_NUM_THREADS 1 and 2) and compares against bench/pytorch_core.py.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "lockstep/core/parallel.h"
 #include "workloads.h"
 
 // OpenBLAS's own query functions (declared here so no cblas.h include path is needed; the
@@ -74,7 +83,24 @@ BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchma
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // Our own flag: --threads=N (removed from argv before the unrecognised-argument check).
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0)
+      lockstep::set_num_threads(std::atoi(argv[i] + 10));
+    else
+      argv[out++] = argv[i];
+  }
+  argc = out;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  {  // one small matmul so that OpenBLAS/Lockstep initialisation has happened before we report
+    Tensor a = lockstep::ones({64, 64});
+    lockstep::matmul(a, a);
+  }
+  benchmark::AddCustomContext("lockstep_threads", std::to_string(lockstep::get_num_threads()));
+  benchmark::AddCustomContext("lockstep_usable_cores", std::to_string(lockstep::usable_cores()));
+  const char* ob_env = std::getenv("OPENBLAS_NUM_THREADS");
+  benchmark::AddCustomContext("OPENBLAS_NUM_THREADS", ob_env ? ob_env : "unset");
   benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
   benchmark::AddCustomContext("openblas_config", openblas_get_config());
   benchmark::AddCustomContext("lockstep_version", LOCKSTEP_VERSION);

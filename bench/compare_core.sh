@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lockstep vs PyTorch on issue 2's three workloads, in one run (about 1–2 minutes on 2 cores):
-# builds bench_core in Release, runs it with OPENBLAS_NUM_THREADS=1 and 2, runs
+# builds bench_core in Release, runs it with 1 and 2 intra-op threads (and OPENBLAS_NUM_THREADS
+# 1 vs 2 at 2 threads), runs
 # bench/pytorch_core.py (Debian's PyTorch via /usr/bin/python3, several thread configurations,
 # each in its own process), and prints a side-by-side table (bench/compare_report.py).
 #
@@ -36,12 +37,17 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLOCKSTEP_BUILD_TESTS=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF -DLOCKSTEP_BUILD_BENCH=ON >/dev/null
 ninja -C "$BUILD_DIR" bench_core | tail -1
 
-for t in 1 2; do
-  echo "== Lockstep bench_core, OPENBLAS_NUM_THREADS=$t"
-  OPENBLAS_NUM_THREADS=$t "$BUILD_DIR/bench/bench_core" --benchmark_min_time="$MIN_TIME" \
-    --benchmark_repetitions="$REPS" --benchmark_display_aggregates_only=true \
-    --benchmark_out="$OUT_DIR/lockstep_ob$t.json" --benchmark_out_format=json 2>&1 |
-    grep -E 'openblas_threads|_(median|cv) ' || true
+# Lockstep configurations: intra-op threads 1 and 2 (lockstep::set_num_threads) with
+# OPENBLAS_NUM_THREADS unset, then threads 2 with OPENBLAS_NUM_THREADS=1 and 2 to check that
+# OpenBLAS's own thread setting does not matter (Lockstep runs OpenBLAS single-threaded per call).
+for cfg in 1:unset 2:unset 2:1 2:2; do
+  t=${cfg%%:*} ob=${cfg##*:}
+  echo "== Lockstep bench_core --threads=$t, OPENBLAS_NUM_THREADS=$ob"
+  (if [ "$ob" = unset ]; then unset OPENBLAS_NUM_THREADS; else export OPENBLAS_NUM_THREADS=$ob; fi
+   "$BUILD_DIR/bench/bench_core" --threads="$t" --benchmark_min_time="$MIN_TIME" \
+     --benchmark_repetitions="$REPS" --benchmark_display_aggregates_only=true \
+     --benchmark_out="$OUT_DIR/lockstep_t${t}_ob${ob}.json" --benchmark_out_format=json 2>&1) |
+    grep -E '^(lockstep_threads|openblas_threads)|_median ' || true
 done
 
 echo "== PyTorch bench/pytorch_core.py"

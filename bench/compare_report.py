@@ -3,11 +3,10 @@
 
   compare_report.py RESULTS_DIR
 
-RESULTS_DIR (written by bench/compare_core.sh) holds lockstep_ob1.json and lockstep_ob2.json
-(bench_core --benchmark_out, run with OPENBLAS_NUM_THREADS=1 and 2, with repetitions) and
-pytorch.txt (pytorch_core.py's stdout). Both sides are reduced the same way: best of the timed
+RESULTS_DIR (written by bench/compare_core.sh) holds lockstep_t<threads>_ob<OPENBLAS_NUM_THREADS>.json
+(bench_core --benchmark_out with repetitions) and pytorch.txt (pytorch_core.py's stdout). Both sides are reduced the same way: best of the timed
 repetitions (least time per step, most FLOP/s). Prints a Markdown table; ratios are
-"Lockstep speed / PyTorch speed" (> 1: Lockstep faster), Lockstep at its better OpenBLAS setting,
+"Lockstep speed / PyTorch speed" (> 1: Lockstep faster), Lockstep at its faster thread count,
 PyTorch at its fastest configuration for that workload.
 """
 import json
@@ -23,6 +22,8 @@ WORKLOADS = [
     ("matmul_1024", "BM_Matmul/1024/real_time", "flops", "reported", None),
 ]
 BATCH = {"ref_step": 32, "mlp_step": 128}
+# (bench_core --threads, OPENBLAS_NUM_THREADS) runs written by compare_core.sh
+LOCKSTEP_CONFIGS = [(1, "unset"), (2, "unset"), (2, "1"), (2, "2")]
 
 
 def lockstep_best(path):
@@ -61,41 +62,46 @@ def pytorch_results(path):
 
 
 def fmt_step(sec, batch):
-    return f"{sec * 1e6:,.1f} µs/step ({batch / sec:,.0f} samples/s)"
+    return f"{sec * 1e6:,.1f} µs ({batch / sec:,.0f} samples/s)"
+
+
+def fmt(w, kind, sec):
+    if kind == "step":
+        return fmt_step(sec, BATCH[w])
+    n = int(w.split("_")[1])
+    return f"{2 * n**3 / sec / 1e9:.1f} GFLOP/s"
 
 
 def main():
     d = sys.argv[1]
-    ls = {}
-    ctx = {}
-    for t in (1, 2):
-        p = os.path.join(d, f"lockstep_ob{t}.json")
+    ls, ctx = {}, {}
+    for t, ob in LOCKSTEP_CONFIGS:
+        p = os.path.join(d, f"lockstep_t{t}_ob{ob}.json")
         if os.path.exists(p):
-            ls[t], ctx[t] = lockstep_best(p)
+            ls[(t, ob)], ctx[(t, ob)] = lockstep_best(p)
     pt_all, pt_best, pt_info = pytorch_results(os.path.join(d, "pytorch.txt"))
 
-    print(f"PyTorch {pt_info.get('torch_version', '?')} ({pt_info.get('python', '?')}), default "
+    print(f"PyTorch {pt_info.get('torch_version', '?')} ({pt_info.get('python', '?')}): default "
           f"torch threads {pt_info.get('default_torch_threads', '?')}, OpenBLAS threads by default "
-          f"{pt_info.get('openblas_threads_default', '?')}. Lockstep OpenBLAS threads seen: "
-          + ", ".join(f"OB={t}: {ctx[t].get('openblas_threads', '?')}" for t in sorted(ctx)))
-    print("Best of repetitions on both sides. Ratio = Lockstep speed / PyTorch speed (>1: Lockstep "
-          "faster), Lockstep at its better OPENBLAS_NUM_THREADS, PyTorch at its fastest config.")
+          f"{pt_info.get('openblas_threads_default', '?')}. Lockstep: "
+          + "; ".join(f"--threads={t} OPENBLAS_NUM_THREADS={ob} -> OpenBLAS threads "
+                      f"{c.get('openblas_threads', '?')}" for (t, ob), c in sorted(ctx.items())))
     print()
-    print("| workload | Lockstep OB=1 | Lockstep OB=2 | PyTorch fastest (config) | ratio | goal | met |")
+    print("Best of repetitions on both sides. Ratio = Lockstep speed / PyTorch speed (> 1: "
+          "Lockstep faster), Lockstep at its faster thread count (OPENBLAS_NUM_THREADS unset), "
+          "PyTorch at its fastest configuration for that workload. Steps in µs per step.")
+    print()
+    print("| workload | Lockstep 1 thread | Lockstep 2 threads | PyTorch fastest (config) | ratio | goal | met |")
     print("|---|---|---|---|---|---|---|")
     for w, bname, kind, goal, goal_ratio in WORKLOADS:
         cells, lsec = [], {}
         for t in (1, 2):
-            r = ls.get(t, {}).get(bname)
+            r = ls.get((t, "unset"), {}).get(bname)
             if r is None:
                 cells.append("–")
                 continue
             lsec[t] = r[0]
-            if kind == "step":
-                cells.append(fmt_step(r[0], BATCH[w]))
-            else:
-                n = int(w.split("_")[1])
-                cells.append(f"{2 * n**3 / r[0] / 1e9:.1f} GFLOP/s")
+            cells.append(fmt(w, kind, r[0]))
         pb = pt_best.get(w)
         if pb is None or not lsec:
             print(f"| {w} | {cells[0]} | {cells[1]} | – | – | {goal} | – |")
@@ -112,7 +118,19 @@ def main():
             ratio = (2 * n**3 / lsec[best_t] / 1e9) / pg
             pcell = f"{pg:.1f} GFLOP/s ({cfg})"
         met = "–" if goal_ratio is None else ("yes" if ratio >= goal_ratio else "**no**")
-        print(f"| {w} | {cells[0]} | {cells[1]} | {pcell} | {ratio:.2f}× (OB={best_t}) | {goal} | {met} |")
+        print(f"| {w} | {cells[0]} | {cells[1]} | {pcell} | {ratio:.2f}× ({best_t} thr) | {goal} | {met} |")
+
+    print()
+    print("Does OpenBLAS's thread setting matter to Lockstep? (bench_core --threads=2)")
+    print()
+    print("| workload | OPENBLAS_NUM_THREADS=1 | OPENBLAS_NUM_THREADS=2 | unset |")
+    print("|---|---|---|---|")
+    for w, bname, kind, _, _ in WORKLOADS:
+        row = []
+        for ob in ("1", "2", "unset"):
+            r = ls.get((2, ob), {}).get(bname)
+            row.append("–" if r is None else fmt(w, kind, r[0]))
+        print(f"| {w} | " + " | ".join(row) + " |")
 
     print()
     print("All PyTorch configurations (value: µs/step or GFLOP/s):")

@@ -1,8 +1,10 @@
 // profile_step: a driver for profilers (valgrind --tool=callgrind, perf) that runs N training
 // steps of one of bench/workloads.h's workloads and nothing else worth measuring.
 //
-//   profile_step reference [steps=2000]
-//   profile_step mlp       [steps=200]
+//   profile_step reference [steps=2000] [threads=1]
+//   profile_step mlp       [steps=20]   [threads=1]
+//
+// threads: lockstep::set_num_threads for the run (default 1, so the profile is one thread's work).
 //
 // Ten warm-up steps run first (OpenBLAS start-up, lazy symbol binding, allocator growth). Under
 // callgrind the timed steps are bracketed with CALLGRIND_TOGGLE_COLLECT, so with
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "lockstep/core/parallel.h"
 #include "workloads.h"
 
 #if __has_include(<valgrind/callgrind.h>)
@@ -27,10 +30,11 @@
 int main(int argc, char** argv) {
   std::string which = argc > 1 ? argv[1] : "reference";
   if (which != "reference" && which != "mlp") {
-    std::fprintf(stderr, "usage: profile_step reference|mlp [steps]\n");
+    std::fprintf(stderr, "usage: profile_step reference|mlp [steps] [threads]\n");
     return 2;
   }
-  long steps = argc > 2 ? std::atol(argv[2]) : (which == "mlp" ? 200 : 2000);
+  long steps = argc > 2 ? std::atol(argv[2]) : (which == "mlp" ? 20 : 2000);
+  lockstep::set_num_threads(argc > 3 ? std::atoi(argv[3]) : 1);
   lockstep::bench::Workload w = which == "mlp" ? lockstep::bench::make_mlp_workload()
                                                : lockstep::bench::make_reference_workload();
   for (int i = 0; i < 10; ++i) w.step();  // warm-up, not collected
@@ -38,6 +42,7 @@ int main(int argc, char** argv) {
   PROFILE_TOGGLE();
   for (long i = 0; i < steps; ++i) loss = w.step();
   PROFILE_TOGGLE();
-  std::printf("%s: %ld steps, last loss %.6f\n", which.c_str(), steps, loss.item());
+  std::printf("%s: %ld steps on %d thread(s), last loss %.6f\n", which.c_str(), steps,
+              lockstep::get_num_threads(), loss.item());
   return 0;
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Lockstep builds with, and nothing else. Idempotent: when every
+# package is already installed it changes nothing and does not touch the network; otherwise it
+# runs `apt-get update` once and installs only the missing packages, non-interactively.
+# Runs as root, or through sudo when not root and sudo is available.
+#
+#   scripts/install-deps.sh          # install what is missing
+#   scripts/install-deps.sh --list   # print the package names and exit
+set -euo pipefail
+
+PACKAGES=(
+  cmake g++ ninja-build ccache          # toolchain (CMake >= 3.25, C++20)
+  libopenblas-dev                       # GEMM (cblas_sgemm / cblas_dgemm)
+  libgtest-dev googletest               # tests
+  libbenchmark-dev                      # bench/
+  libcli11-dev                          # the lockstep CLI
+  nlohmann-json3-dev                    # golden test data
+  libfmt-dev zlib1g-dev                 # formatting; .gz data files (later issues)
+)
+
+if [[ "${1:-}" == "--list" ]]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
+
+log() { echo "install-deps: $*" >&2; }
+
+is_installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  log "dpkg-query not found: this script supports Debian/Ubuntu only; install these by hand:"
+  log "  ${PACKAGES[*]}"
+  exit 1
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  is_installed "$pkg" || missing+=("$pkg")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  log "all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  log "missing packages: ${missing[*]}"
+  log "not root and sudo is not available; install them as root with:"
+  log "  apt-get update && apt-get install -y ${missing[*]}"
+  exit 1
+fi
+
+log "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+log "done"

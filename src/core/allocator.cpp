@@ -66,7 +66,8 @@ void* cpu_allocate(std::size_t nbytes, std::size_t* capacity) {
   } else {
     size = (nbytes + 4095) / 4096 * 4096;
   }
-  void* p = std::aligned_alloc(64, size);
+  // aligned_alloc needs a multiple of the alignment (the 96-byte class is not; ASan rejects it)
+  void* p = std::aligned_alloc(64, (size + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();
   *capacity = size;
   return p;

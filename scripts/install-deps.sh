@@ -9,13 +9,13 @@
 set -euo pipefail
 
 PACKAGES=(
-  cmake g++ ninja-build ccache          # toolchain (CMake >= 3.25, C++20)
-  libopenblas-dev                       # GEMM (cblas_sgemm / cblas_dgemm)
-  libgtest-dev googletest               # tests
-  libbenchmark-dev                      # bench/
-  libcli11-dev                          # the lockstep CLI
-  nlohmann-json3-dev                    # golden test data
-  libfmt-dev zlib1g-dev                 # formatting; .gz data files (later issues)
+  cmake g++ ninja-build ccache              # toolchain (CMake >= 3.25, C++20)
+  libopenblas-dev libopenblas-pthread-dev   # GEMM; CMake links the pthread (thread-safe) build
+  libgtest-dev googletest                   # tests
+  libbenchmark-dev                          # bench/
+  libcli11-dev                              # the lockstep CLI
+  nlohmann-json3-dev                        # golden test data
+  libfmt-dev zlib1g-dev                     # formatting; .gz data files (later issues)
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -151,7 +151,7 @@ Tensor Tensor::to(DType dtype) const {
   auto convert = [&](auto* dst) {
     using D = std::remove_pointer_t<decltype(dst)>;
     auto v = to_vector<D>();
-    std::memcpy(dst, v.data(), static_cast<std::size_t>(n) * sizeof(D));
+    if (n > 0) std::memcpy(dst, v.data(), static_cast<std::size_t>(n) * sizeof(D));
   };
   switch (dtype) {
     case DType::Float32:
@@ -465,7 +465,7 @@ Tensor from_values(std::span<const T> values, const Shape& shape, TensorOptions 
     throw ShapeError("tensor(): " + std::to_string(values.size()) +
                      " values do not fill shape " + s.str());
   Tensor src = Tensor::empty(s, TensorOptions(dtype_of<T>::value));
-  std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(T));
   Tensor out = src.to(opts.dtype_).to(opts.device_);
   if (opts.requires_grad_) out.requires_grad_(true);
   return out;

@@ -1,4 +1,5 @@
 // Losses (cross-entropy, MSE) and dropout.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -88,17 +89,58 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   return out;
 }
 
+namespace {
+thread_local bool t_key_active = false;
+thread_local DropoutKey t_key;
+thread_local std::uint32_t t_key_calls = 0;
+}  // namespace
+
+DropoutKeyGuard::DropoutKeyGuard(const DropoutKey& key)
+    : had_(t_key_active), prev_(t_key), prev_calls_(t_key_calls) {
+  t_key_active = true;
+  t_key = key;
+  t_key_calls = 0;
+}
+
+DropoutKeyGuard::~DropoutKeyGuard() {
+  t_key_active = had_;
+  t_key = prev_;
+  t_key_calls = prev_calls_;
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   detail::check_floating("dropout", x);
   if (!(p >= 0.0 && p <= 1.0))
     throw ValueError("dropout: probability must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0.0) return x;
   Tensor mask = empty(x.shape(), x.options());
-  {
+  double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  if (t_key_active) {
+    std::uint32_t call = t_key_calls++;
+    std::int64_t rows = x.dim() == 0 ? 1 : x.size(0);
+    std::int64_t cols = rows == 0 ? 0 : x.numel() / rows;
+    std::array<std::uint32_t, 2> key{static_cast<std::uint32_t>(t_key.seed),
+                                     static_cast<std::uint32_t>(t_key.seed >> 32)};
+    detail::visit_float(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      T* pm = mask.data_ptr<T>();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        auto row = static_cast<std::uint32_t>(t_key.sample_offset + r);
+        std::array<std::uint32_t, 4> words{};
+        for (std::int64_t j = 0; j < cols; ++j) {
+          if (j % 4 == 0)
+            words = philox4x32({row, static_cast<std::uint32_t>(t_key.step), call,
+                                static_cast<std::uint32_t>(j / 4)},
+                               key);
+          double u = static_cast<double>(words[j % 4]) * 0x1.0p-32;
+          pm[r * cols + j] = u < p ? T(0) : static_cast<T>(scale);
+        }
+      }
+    });
+  } else {
     Generator& g = gen ? *gen : default_generator();
     std::unique_lock<std::mutex> lock(g.mutex(), std::defer_lock);
     if (!gen) lock.lock();
-    double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
     detail::visit_float(x.dtype(), [&](auto zero) {
       using T = decltype(zero);
       T* pm = mask.data_ptr<T>();

@@ -27,34 +27,34 @@ class Module : public std::enable_shared_from_this<Module> {
 
   /// Parameters in registration order, children after their parent's own (recursively).
   std::vector<Tensor> parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  virtual std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  virtual std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
   }
 
   /// Parameters and buffers under dotted names, values shared with the module (not copies).
-  StateDict state_dict() const;
+  virtual StateDict state_dict() const;
   /// Copies values into the existing tensors. `strict`: every key must match one parameter or
   /// buffer and vice versa. Throws StateDictError listing missing and unexpected keys, or naming
   /// the key and both shapes on a shape mismatch; nothing is modified when it throws.
-  void load_state_dict(const StateDict& state, bool strict = true);
+  virtual void load_state_dict(const StateDict& state, bool strict = true);
 
   /// Sets training mode on this module and all children (torch.nn.Module.train).
-  void train(bool on = true);
+  virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
   /// Moves every parameter and buffer to `device` in place: tensors held elsewhere (an
   /// optimizer) see the move. Throws DeviceError for an unavailable device.
-  void to(Device device);
+  virtual void to(Device device);
   /// Converts every float parameter and buffer to `dtype` in place.
-  void to(DType dtype);
+  virtual void to(DType dtype);
 
   /// Sets every parameter's gradient to none (PyTorch 2.x zero_grad(set_to_none=True)).
-  void zero_grad();
+  virtual void zero_grad();
 
   /// A deep copy with its own parameters (same values). Modules deriving from Cloneable<T>
   /// support it; others throw Error naming the type.

@@ -106,4 +106,28 @@ Tensor mse_loss(const Tensor& input, const Tensor& target);
 /// for p outside [0, 1].
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
 
+/// Keys dropout masks on the calling thread by (seed, step, global sample index) instead of a
+/// generator: element j of row r of the c-th dropout call in the scope keeps with a draw from
+/// Philox at counter (sample_offset + r, step, c, j / 4), key seed. A sample's mask then does not
+/// depend on which device or chunk processes it. DataParallel installs one per replica forward.
+struct DropoutKey {
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+  std::int64_t sample_offset = 0;
+};
+
+/// RAII: installs `key` (and resets the dropout call counter) for the calling thread.
+class DropoutKeyGuard {
+ public:
+  explicit DropoutKeyGuard(const DropoutKey& key);
+  ~DropoutKeyGuard();
+  DropoutKeyGuard(const DropoutKeyGuard&) = delete;
+  DropoutKeyGuard& operator=(const DropoutKeyGuard&) = delete;
+
+ private:
+  bool had_;
+  DropoutKey prev_;
+  std::uint32_t prev_calls_;
+};
+
 }  // namespace lockstep

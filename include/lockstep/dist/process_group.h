@@ -1,0 +1,47 @@
+// ProcessGroup: collectives over a fixed set of ranks (torch.distributed's ProcessGroup). One
+// object per rank; every rank calls the same collectives in the same order. Results are identical
+// on every rank and reduce in rank order (rank 0 + rank 1 + ...), so a group of a given size
+// always gives the same bits.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/tensor.h"
+
+namespace lockstep::dist {
+
+enum class ReduceOp { Sum, Max, Min };
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Backend name: "threads" (this build), later "mpi", "nccl".
+  virtual std::string backend() const = 0;
+
+  /// In place: every rank's `tensor` becomes the element-wise reduction over all ranks. All ranks
+  /// pass tensors of the same shape and dtype (ShapeError / DTypeError naming the ranks
+  /// otherwise, raised on every rank).
+  virtual void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  /// In place: every rank's `tensor` becomes root's.
+  virtual void broadcast(Tensor& tensor, int root = 0) = 0;
+  /// outputs[r] receives rank r's `input` (outputs pre-sized: size() tensors shaped like input).
+  virtual void all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  /// `output` receives the reduction over ranks of inputs[rank()] (inputs: size() tensors).
+  virtual void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                              ReduceOp op = ReduceOp::Sum) = 0;
+  /// Returns once every rank has entered it.
+  virtual void barrier() = 0;
+};
+
+/// An in-process group of `size` ranks for threads of one process (rank r's object is element r;
+/// each must be used by one thread at a time). ValueError for size < 1.
+std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size);
+
+/// Names of the backends built into this binary ("threads").
+std::vector<std::string> available_backends();
+
+}  // namespace lockstep::dist

@@ -1,0 +1,143 @@
+// DataParallel: one process, several devices (torch.nn.DataParallel). The wrapped module is
+// copied once onto every device; each forward splits the batch along dim 0 like
+// torch.tensor_split (sizes differ by at most one, larger first: 9 on 4 devices -> 3,2,2,2), runs
+// the replicas concurrently on their devices' worker threads and gathers the outputs on the
+// output device. Autograd flows back through gather and scatter: backward runs every replica's
+// backward concurrently and leaves the summed gradient on the wrapped module's own parameters.
+//
+// Two training paths give the same gradients (allclose; bit-identical in deterministic mode):
+//   forward(x) + loss.backward()        the PyTorch path: the loss is computed on the gathered
+//                                       output, its gradient scattered back to the replicas;
+//   forward_backward(x, y, loss_fn)     the reducer path (what the CLI uses): each replica
+//                                       computes loss_fn on its own chunk scaled by b_k / B and
+//                                       a GradientReducer all-reduces bucketed gradients over a
+//                                       ProcessGroup while backward runs; no output gather.
+//
+// Deterministic mode (options.deterministic): the global batch is cut into shards of
+// options.shard_size samples, independent of the device count; each shard's gradient is computed
+// on its own with the same shapes wherever it runs, and shard gradients are combined by one fixed
+// pairwise tree over shard indices. Final parameters are then bit-identical for any number of
+// devices. Cost: per-shard GEMMs (smaller, less efficient) and a [shards, parameters] buffer.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "lockstep/dist/process_group.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/parallel/flat_buffer.h"
+#include "lockstep/parallel/gradient_reducer.h"
+#include "lockstep/parallel/worker.h"
+
+namespace lockstep::parallel {
+
+struct DataParallelOptions {
+  /// Bit-identical results for any device count (see above).
+  bool deterministic = false;
+  /// Samples per shard in deterministic mode.
+  std::int64_t shard_size = 8;
+  /// Reducer bucket capacity in bytes and whether buckets reduce during backward.
+  ReducerOptions reducer{};
+  /// Seed of the dropout masks, keyed by (seed, step, global sample index).
+  std::uint64_t seed = 0;
+  /// Intra-op threads per replica; 0: max(1, usable cores / number of devices).
+  int threads_per_device = 0;
+};
+
+/// Loss of one replica's chunk: (output [b_k, ...], target [b_k, ...]) -> mean loss (0-d).
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+/// Default devices: one CPU device per usable core (cpu:0 ... cpu:C-1); GPUs come with the
+/// CUDA backend.
+std::vector<Device> default_devices();
+
+/// Parses "cpu:0,cpu:1,cpu:2" into devices. DeviceError naming the bad entry, ValueError for
+/// an empty list or a device listed twice.
+std::vector<Device> parse_devices(const std::string& list);
+
+class DataParallel : public nn::Module {
+ public:
+  /// Wraps `module` (which must support clone(): derive from nn::Cloneable<T> or use
+  /// nn::Sequential) on `device_ids` (default: default_devices()), gathering on `output_device`
+  /// (default device_ids[0]). The module's parameters move into one flat buffer in place, so
+  /// optimizers built before or after wrapping hold the same tensors. Throws ValueError for no
+  /// devices or a duplicate, DeviceError for an unavailable one, Error if the module cannot be
+  /// cloned.
+  explicit DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> device_ids = {},
+                        std::optional<Device> output_device = std::nullopt,
+                        DataParallelOptions options = {});
+  ~DataParallel() override;
+
+  /// input [B, ...] -> gathered output [B, ...] on the output device. Only min(B, N) replicas run.
+  /// Errors raised inside a replica reach the caller as the same type, prefixed with the device.
+  Tensor forward(const Tensor& input) override;
+
+  /// The reducer path: runs forward, loss_fn(output_k, target_k) · b_k / B and backward on every
+  /// replica, all-reduces the gradients and adds them into the wrapped module's .grad (creating
+  /// it where none). Returns the mean loss over the global batch (0-d, no graph). ShapeError when
+  /// input and target disagree on dim 0.
+  Tensor forward_backward(const Tensor& input, const Tensor& target, const LossFn& loss_fn);
+
+  std::shared_ptr<nn::Module> module() const { return module_; }
+  const std::vector<Device>& device_ids() const { return devices_; }
+  Device output_device() const { return output_device_; }
+  const DataParallelOptions& options() const { return options_; }
+  /// The replica on device i (tests and benchmarks inspect them).
+  std::shared_ptr<nn::Module> replica(std::size_t i) const { return replicas_.at(i); }
+  /// Parameter bytes copied to replicas plus gradient bytes reduced in the last step.
+  std::int64_t bytes_moved_last_step() const { return bytes_moved_; }
+
+  std::string name() const override { return "DataParallel"; }
+  // The wrapped module's names, with no "module." prefix.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const override;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const override;
+  StateDict state_dict() const override;
+  /// Also accepts keys prefixed with "module." (as PyTorch's DataParallel writes them).
+  void load_state_dict(const StateDict& state, bool strict = true) override;
+  void train(bool on = true) override;
+  void to(Device device) override;
+  void to(DType dtype) override;
+  void zero_grad() override;
+  std::shared_ptr<nn::Module> clone() const override;
+
+ private:
+  struct Shard {
+    std::int64_t start, size;
+  };
+  // Runs f(k) for k in [0, n) on the workers concurrently; waits for all; rethrows the first
+  // error (in device order) with the device named.
+  void run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f);
+  void sync_replica(std::size_t k);
+  std::vector<Shard> shards(std::int64_t batch) const;
+  std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t nshards) const;
+  Tensor forward_deterministic(const Tensor& input);
+  Tensor forward_backward_deterministic(const Tensor& input, const Tensor& target,
+                                        const LossFn& loss_fn);
+  // Tree-sums shard gradient rows [S, P] into master grads; returns has-grad per parameter.
+  void combine_shard_grads(const Tensor& slots, const std::vector<std::vector<char>>& had,
+                           std::size_t nshards);
+  void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
+
+  std::shared_ptr<nn::Module> module_;
+  std::vector<Device> devices_;
+  Device output_device_;
+  DataParallelOptions options_;
+  FlatBuffer master_;
+  Tensor master_grad_;
+  std::vector<std::shared_ptr<nn::Module>> replicas_;
+  std::vector<FlatBuffer> replica_flat_;
+  std::vector<std::unique_ptr<DeviceWorker>> workers_;
+  std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
+  std::vector<std::unique_ptr<GradientReducer>> reducers_;
+  std::uint64_t step_ = 0;
+  std::int64_t bytes_moved_ = 0;
+};
+
+}  // namespace lockstep::parallel
+
+namespace lockstep::nn {
+/// PyTorch's spelling: torch.nn.DataParallel.
+using DataParallel = lockstep::parallel::DataParallel;
+}  // namespace lockstep::nn

@@ -1,0 +1,211 @@
+// The "threads" ProcessGroup backend: ranks are threads of one process sharing memory. A
+// collective is a rendezvous: every rank publishes its buffer, then each rank reduces its own
+// slice of the elements across all ranks (in rank order) and writes the result into every rank's
+// buffer; no element is touched by two ranks, so no locking is needed beyond the two barriers.
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "lockstep/dist/process_group.h"
+
+namespace lockstep::dist {
+
+namespace {
+
+class Shared {
+ public:
+  explicit Shared(int n) : size(n), slots(static_cast<std::size_t>(n)) {}
+
+  // Generation barrier: spins briefly (collectives in a training step follow each other closely),
+  // then sleeps on a condition variable.
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::uint64_t gen = generation_;
+    if (++waiting_ == size) {
+      waiting_ = 0;
+      generation_ = gen + 1;
+      gen_atomic_.store(gen + 1, std::memory_order_release);
+      cv_.notify_all();
+      return;
+    }
+    lock.unlock();
+    for (int i = 0; i < 2000; ++i) {
+      if (gen_atomic_.load(std::memory_order_acquire) != gen) return;
+      if (i > 100) std::this_thread::yield();
+    }
+    lock.lock();
+    cv_.wait(lock, [&] { return generation_ != gen; });
+  }
+
+  const int size;
+  struct Slot {
+    void* data = nullptr;
+    std::int64_t numel = 0;
+    DType dtype = DType::Float32;
+    const std::vector<Tensor>* list = nullptr;
+  };
+  std::vector<Slot> slots;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  std::uint64_t generation_ = 0;
+  std::atomic<std::uint64_t> gen_atomic_{0};
+};
+
+template <class T>
+T combine(ReduceOp op, T a, T b) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return a + b;
+    case ReduceOp::Max:
+      return a > b ? a : b;
+    case ReduceOp::Min:
+      return a < b ? a : b;
+  }
+  return a;
+}
+
+class ThreadGroup : public ProcessGroup {
+ public:
+  ThreadGroup(std::shared_ptr<Shared> shared, int rank) : s_(std::move(shared)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return s_->size; }
+  std::string backend() const override { return "threads"; }
+
+  void all_reduce(Tensor& t, ReduceOp op) override {
+    publish(t.raw_data(), t.numel(), t.dtype());
+    check_matching("all_reduce");
+    auto [lo, hi] = my_slice(t.numel());
+    switch (t.dtype()) {
+      case DType::Float32:
+        reduce_slice<float>(op, lo, hi);
+        break;
+      case DType::Float64:
+        reduce_slice<double>(op, lo, hi);
+        break;
+      case DType::Int64:
+        reduce_slice<std::int64_t>(op, lo, hi);
+        break;
+    }
+    s_->arrive_and_wait();
+  }
+
+  void broadcast(Tensor& t, int root) override {
+    if (root < 0 || root >= size())
+      throw ValueError("broadcast: root " + std::to_string(root) + " out of range for " +
+                       std::to_string(size()) + " ranks");
+    publish(t.raw_data(), t.numel(), t.dtype());
+    check_matching("broadcast");
+    if (rank_ != root)
+      std::memcpy(t.raw_data(), s_->slots[root].data,
+                  static_cast<std::size_t>(t.numel()) * element_size(t.dtype()));
+    s_->arrive_and_wait();
+  }
+
+  void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    if (static_cast<int>(outputs.size()) != size())
+      throw ValueError("all_gather: expected " + std::to_string(size()) + " outputs, got " +
+                       std::to_string(outputs.size()));
+    publish(input.raw_data(), input.numel(), input.dtype());
+    check_matching("all_gather");
+    for (int r = 0; r < size(); ++r) {
+      if (outputs[r].numel() != input.numel() || outputs[r].dtype() != input.dtype())
+        throw ShapeError("all_gather: output " + std::to_string(r) + " " +
+                         outputs[r].shape().str() + " does not match input " +
+                         input.shape().str());
+      std::memcpy(outputs[r].raw_data(), s_->slots[r].data,
+                  static_cast<std::size_t>(input.numel()) * element_size(input.dtype()));
+    }
+    s_->arrive_and_wait();
+  }
+
+  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
+    if (static_cast<int>(inputs.size()) != size())
+      throw ValueError("reduce_scatter: expected " + std::to_string(size()) + " inputs, got " +
+                       std::to_string(inputs.size()));
+    publish(output.raw_data(), output.numel(), output.dtype(), &inputs);
+    check_matching("reduce_scatter");
+    std::int64_t n = output.numel();
+    auto go = [&](auto zero) {
+      using T = decltype(zero);
+      T* out = output.data_ptr<T>();
+      for (std::int64_t i = 0; i < n; ++i) {
+        T acc = (*s_->slots[0].list)[rank_].template data_ptr<T>()[i];
+        for (int r = 1; r < size(); ++r)
+          acc = combine(op, acc, (*s_->slots[r].list)[rank_].template data_ptr<T>()[i]);
+        out[i] = acc;
+      }
+    };
+    if (output.dtype() == kFloat64)
+      go(double{});
+    else if (output.dtype() == kInt64)
+      go(std::int64_t{});
+    else
+      go(float{});
+    s_->arrive_and_wait();
+  }
+
+  void barrier() override { s_->arrive_and_wait(); }
+
+ private:
+  void publish(void* data, std::int64_t numel, DType dtype,
+               const std::vector<Tensor>* list = nullptr) {
+    s_->slots[rank_] = {data, numel, dtype, list};
+    s_->arrive_and_wait();
+  }
+
+  void check_matching(const char* op) {
+    const auto& first = s_->slots[0];
+    for (int r = 1; r < size(); ++r) {
+      const auto& o = s_->slots[r];
+      if (o.numel != first.numel || o.dtype != first.dtype)
+        throw ShapeError(std::string(op) + ": rank " + std::to_string(r) + " passed " +
+                         std::to_string(o.numel) + " " + to_string(o.dtype) +
+                         " elements but rank 0 passed " + std::to_string(first.numel) + " " +
+                         to_string(first.dtype));
+    }
+  }
+
+  std::pair<std::int64_t, std::int64_t> my_slice(std::int64_t n) const {
+    return {n * rank_ / size(), n * (rank_ + 1) / size()};
+  }
+
+  template <class T>
+  void reduce_slice(ReduceOp op, std::int64_t lo, std::int64_t hi) {
+    int n = size();
+    T* bufs[64];
+    std::vector<T*> big;
+    T** p = bufs;
+    if (n > 64) {
+      big.resize(static_cast<std::size_t>(n));
+      p = big.data();
+    }
+    for (int r = 0; r < n; ++r) p[r] = static_cast<T*>(s_->slots[r].data);
+    for (std::int64_t i = lo; i < hi; ++i) {
+      T acc = p[0][i];
+      for (int r = 1; r < n; ++r) acc = combine(op, acc, p[r][i]);
+      for (int r = 0; r < n; ++r) p[r][i] = acc;
+    }
+  }
+
+  std::shared_ptr<Shared> s_;
+  int rank_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size) {
+  if (size < 1) throw ValueError("new_thread_group: size must be at least 1, got " + std::to_string(size));
+  auto shared = std::make_shared<Shared>(size);
+  std::vector<std::shared_ptr<ProcessGroup>> out;
+  for (int r = 0; r < size; ++r) out.push_back(std::make_shared<ThreadGroup>(shared, r));
+  return out;
+}
+
+std::vector<std::string> available_backends() { return {"threads"}; }
+
+}  // namespace lockstep::dist

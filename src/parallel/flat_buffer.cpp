@@ -1,0 +1,48 @@
+#include "lockstep/parallel/flat_buffer.h"
+
+#include <cstring>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/ops/ops.h"
+
+namespace lockstep::parallel {
+
+FlatBuffer FlatBuffer::build(const std::vector<Tensor>& params, Device device,
+                             const Tensor* storage_of) {
+  FlatBuffer f;
+  DType dtype = params.empty() ? kFloat32 : params.front().dtype();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].dtype() != dtype)
+      throw DTypeError("flat parameter buffer: parameter " + std::to_string(i) + " is " +
+                       to_string(params[i].dtype()) + " but parameter 0 is " + to_string(dtype) +
+                       "; all parameters must share one dtype");
+    f.offsets.push_back(f.numel);
+    f.shapes.push_back(params[i].shape());
+    f.numel += params[i].numel();
+  }
+  if (storage_of) {
+    if (storage_of->numel() != f.numel || storage_of->dtype() != dtype)
+      throw ShapeError("flat parameter buffer: existing buffer " + storage_of->shape().str() +
+                       " does not fit " + std::to_string(f.numel) + " elements");
+    f.buffer = *storage_of;
+  } else {
+    f.buffer = empty({f.numel}, TensorOptions(dtype).device(device));
+  }
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i];
+    Tensor view = f.view_of(f.buffer, i);
+    if (!storage_of)
+      std::memcpy(view.raw_data(), p.raw_data(),
+                  static_cast<std::size_t>(p.numel()) * element_size(dtype));
+    p.set_data(view);
+    f.params.push_back(p);
+  }
+  return f;
+}
+
+Tensor FlatBuffer::view_of(const Tensor& flat, std::size_t i) const {
+  return reshape(narrow(flat.detach(), 0, offsets[i], shapes[i].numel()), shapes[i]);
+}
+
+}  // namespace lockstep::parallel

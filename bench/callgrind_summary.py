@@ -106,11 +106,13 @@ def main():
         print(f"| {c} | {ir / steps:,.0f} | {100 * ir / total:.1f} |")
     _, inc_rows = rows(path, inclusive=True)
     print()
-    print("inclusive cost of the step's parts (Lockstep functions, ≥ 2%):")
+    print("inclusive cost of the step's parts (Lockstep functions and OpenBLAS drivers, ≥ 2%):")
     print("| function | Ir/step | % |")
     print("|---|---|---|")
     for ir, file, fn, obj in sorted(inc_rows, reverse=True):
-        if "lockstep" not in fn or 100 * ir / total < 2 or "Workload::step" in fn:
+        blas_driver = re.match(r"(cblas_sgemm|sgemm_(nn|nt|tn|tt|beta\w*))$", fn)
+        if (("lockstep" not in fn and not blas_driver) or 100 * ir / total < 2
+                or "Workload::step" in fn):
             continue
         print(f"| {short(fn, obj)} | {ir / steps:,.0f} | {100 * ir / total:.1f} |")
 

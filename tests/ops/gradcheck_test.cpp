@@ -26,6 +26,8 @@ struct Case {
   Init init = Init::Normal;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 Tensor ints(std::vector<std::int64_t> v) { return tensor(std::span<const std::int64_t>(v)); }
 
 std::vector<Case> cases() {
@@ -103,6 +105,9 @@ std::vector<Case> cases() {
       {"log_softmax_1x1", {{1, 1}}, [](const Inputs& x) { return log_softmax(x[0]); }},
       {"softmax", {S7x33}, [](const Inputs& x) { return softmax(x[0]); }},
       {"softmax_dim0", {{7, 5}}, [](const Inputs& x) { return softmax(x[0], 0); }},
+      {"log_softmax_zero_rows", {S0x5}, [](const Inputs& x) { return log_softmax(x[0]); }},
+      {"max_dim1_zero_rows", {S0x5}, [](const Inputs& x) { return max(x[0], 1).first; }},
+      {"relu_zero_size", {S0x5}, [](const Inputs& x) { return relu(x[0]); }},
       // shape and indexing
       {"reshape", {S7x33}, [](const Inputs& x) { return reshape(x[0], {33, -1}); }},
       {"t", {S7x33}, [](const Inputs& x) { return t(x[0]); }},
@@ -113,6 +118,8 @@ std::vector<Case> cases() {
        [](const Inputs& x) { return index_select(x[0], 0, ints({2, 0, 2, 1})); }},
       {"index_select_dim1", {{4, 7}},
        [](const Inputs& x) { return index_select(x[0], 1, ints({6, 6, 0})); }},
+      {"index_select_empty", {{3, 5}}, [](const Inputs& x) { return index_select(x[0], 0, ints({})); }},
+      {"narrow_empty", {S7x33}, [](const Inputs& x) { return narrow(x[0], 0, 7, 0); }},
       {"cat_dim0", {{3, 4}, {2, 4}, {0, 4}}, [](const Inputs& x) { return cat(x, 0); }},
       {"cat_dim1", {{3, 2}, {3, 5}}, [](const Inputs& x) { return cat(x, 1); }},
       {"tensor_split_pieces", {{9, 3}},
@@ -135,6 +142,8 @@ std::vector<Case> cases() {
        [](const Inputs& x) { return cross_entropy(x[0], ints({0, 1, 1, 2, 1}), 1); }},
       {"cross_entropy_ignore_default", {{4, 3}},
        [](const Inputs& x) { return cross_entropy(x[0], ints({2, -100, 0, -100})); }},
+      {"cross_entropy_zero_rows", {{0, 3}},
+       [](const Inputs& x) { return cross_entropy(x[0], ints({})); }},
       {"mse_loss", {S7x33, S7x33}, [](const Inputs& x) { return mse_loss(x[0], x[1]); }},
       {"mse_loss_1", {S1, S1}, [](const Inputs& x) { return mse_loss(x[0], x[1]); }},
       {"dropout", {S7x33},

@@ -26,6 +26,8 @@ struct Case {
   double scale = 1.0;     // inputs are scale * N(0, 1)
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 Tensor ints(std::vector<std::int64_t> v) { return tensor(std::span<const std::int64_t>(v)); }
 Tensor targets(std::int64_t n, std::int64_t c) {
   Generator g(5);

@@ -10,7 +10,7 @@
 namespace lockstep::app {
 namespace {
 
-// Sizes of the reference workload (shared/reference/reference_program.py).
+// Sizes of the reference workload (the PyTorch reference program; examples/reference_classifier).
 constexpr std::int64_t kRows = 1000;
 constexpr std::int64_t kFeatures = 10;
 constexpr std::int64_t kHidden = 5;

@@ -280,6 +280,18 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   std::vector<double> losses(n, 0.0);
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
+    // A replica that fails still takes part in every remaining collective (contributing zeros),
+    // so the others finish their step instead of waiting for it; then its error is rethrown.
+    struct FinalizeOnError {
+      GradientReducer& r;
+      bool done = false;
+      ~FinalizeOnError() {
+        if (!done) try {
+            r.finalize();
+          } catch (...) {
+          }
+      }
+    } guard{*reducers_[k]};
     if (sizes[k] > 0) {
       sync_replica(k);
       EnableGradGuard grad_on;
@@ -293,6 +305,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
       losses[k] = loss.item() * w;
       if (loss.requires_grad()) mul(loss, w).backward();
     }
+    guard.done = true;
     reducers_[k]->finalize();
   });
   bytes_moved_ = 0;

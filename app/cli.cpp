@@ -101,13 +101,27 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                     "Seed of the default generator, which draws the data and then the initial "
                     "parameters; integer in [0, 2^64) (default: " + std::to_string(d.seed) + ")")
       ->check(unsigned_integer());
+  train->add_option_function<std::string>(
+            "--devices",
+            [&c](const std::string& list) {
+              c.devices = parallel::parse_devices(list);
+              for (const Device& d : c.devices) check_device_available(d);
+            },
+            "Comma-separated devices to replicate the model on, e.g. cpu:0,cpu:1,cpu:2 (cpu:k is "
+            "a logical CPU worker, any k >= 0) (default: every GPU if any, otherwise one CPU "
+            "device per usable core: " +
+                std::to_string(usable_cores()) + " here)")
+      ->type_name("LIST");
+  train->add_flag("--deterministic", c.deterministic,
+                  "Bit-identical weights for any number of devices: per-shard gradients summed "
+                  "in a fixed tree (slower) (default: off)");
   for (CLI::Option* opt : train->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   train->footer(
       "Workload (today the only one): the reference program - 1000x10 standard-normal features "
       "and labels in {0, 1} drawn after manual_seed(seed), the first 800 rows train and the "
-      "last 200 validate; model Sequential(Linear(10,5), ReLU, Linear(5,2)); CrossEntropyLoss; "
-      "SGD; batches in row order.\n"
+      "last 200 validate; model Sequential(Linear(10,5), ReLU, Linear(5,2)) wrapped in "
+      "DataParallel over --devices; CrossEntropyLoss; SGD; batches in row order.\n"
       "Output: one line `Epoch k, Validation Loss: x.xxxx` per epoch on stdout.\n"
       "Exit status: 0 success, 1 training failed, 2 bad command line (one line "
       "'lockstep: error: ...' on stderr).");

@@ -26,6 +26,9 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     print_error(describe_parse_error(error, app));
     return kExitUsage;
+  } catch (const lockstep::Error& error) {  // a flag value our own parsers reject (--devices)
+    print_error(std::string(error.what()) + " (see '" + help_command_for(app) + "')");
+    return kExitUsage;
   }
 }
 

@@ -4,9 +4,9 @@
 // Today the only workload is the reference one (examples/reference_classifier.cpp, itself the
 // PyTorch reference program line for line): 1000x10 standard-normal features and labels in {0, 1}
 // drawn from the default generator after manual_seed(seed), the first 800 rows for training and
-// the last 200 for validation, a Linear(10,5)-ReLU-Linear(5,2) model, CrossEntropyLoss, SGD,
-// batches in row order (no shuffle, last partial batch kept). Real datasets, devices and
-// data-parallel options arrive with later issues as new TrainConfig fields.
+// the last 200 for validation, a Linear(10,5)-ReLU-Linear(5,2) model wrapped in DataParallel over
+// the chosen devices, CrossEntropyLoss, SGD, batches in row order (no shuffle, last partial batch
+// kept). Real datasets arrive with a later issue as new TrainConfig fields.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,11 @@ struct TrainConfig {
   double lr = 0.01;
   /// Seed of the default generator, which draws the data and then the initial parameters.
   std::uint64_t seed = 0;
+  /// Devices the model is replicated on (DataParallel's device_ids); empty: every GPU if any,
+  /// otherwise one CPU device per usable core (parallel::default_devices()).
+  std::vector<Device> devices;
+  /// DataParallel's deterministic mode: bit-identical weights for any number of devices.
+  bool deterministic = false;
 };
 
 /// What a finished run reports besides its printed lines.
@@ -47,7 +52,10 @@ void validate(const TrainConfig& config);
 /// in that order, exactly as the reference program's fc1/fc2 module draws them.
 std::shared_ptr<nn::Sequential> make_reference_model();
 
-/// Runs the training job described by `config` and writes one line per epoch to `out`:
+/// Runs the training job described by `config` — the model wrapped in parallel::DataParallel over
+/// config.devices, trained through its reducer path (forward_backward: each replica's loss on its
+/// own chunk, gradients all-reduced in buckets during backward) — and writes one line per epoch
+/// to `out`:
 ///   `Epoch k, Validation Loss: x.xxxx` (k from 1, loss with printf's "%.4f"),
 /// flushing after each line. Reseeds the default generator. Throws ValueError for an invalid
 /// config (see validate()) and lets any other lockstep::Error from the engine propagate.

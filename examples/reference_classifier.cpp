@@ -1,6 +1,7 @@
 // The reference program (shared/reference/reference_program.py) in C++, line for line:
-// 1000x10 random data, 800/200 split, Linear(10,5)-ReLU-Linear(5,2), CrossEntropyLoss,
-// SGD lr 0.01, batch 32, 10 epochs, validation loss after each epoch.
+// 1000x10 random data, 800/200 split, Linear(10,5)-ReLU-Linear(5,2) wrapped in DataParallel over
+// all available devices, CrossEntropyLoss, SGD lr 0.01, batch 32, 10 epochs, validation loss
+// after each epoch.
 #include <cstdio>
 
 #include "lockstep/lockstep.h"
@@ -34,7 +35,10 @@ int main() {
   Tensor y_train = y.narrow(0, 0, 800), y_val = y.narrow(0, 800, 200);
 
   // 实例化模型 (the model)
-  auto model = std::make_shared<NeuralNetwork>();
+  auto network = std::make_shared<NeuralNetwork>();
+
+  // 使用DataParallel包装模型 (replicated on every available device: each GPU, else each core)
+  auto model = std::make_shared<nn::DataParallel>(network);
 
   // 定义损失函数和优化器 (loss and optimizer)
   nn::CrossEntropyLoss criterion;

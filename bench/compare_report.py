@@ -1,16 +1,21 @@
 #!/usr/bin/python3
 """Side-by-side table of bench_core (Lockstep) and pytorch_core.py (PyTorch) results.
 
-  compare_report.py RESULTS_DIR
+  compare_report.py RUN_DIR [RUN_DIR ...]
 
-RESULTS_DIR (written by bench/compare_core.sh) holds lockstep_t<threads>_ob<OPENBLAS_NUM_THREADS>.json
-(bench_core --benchmark_out with repetitions) and pytorch.txt (pytorch_core.py's stdout). Both sides are reduced the same way: best of the timed
-repetitions (least time per step, most FLOP/s). Prints a Markdown table; ratios are
-"Lockstep speed / PyTorch speed" (> 1: Lockstep faster), Lockstep at its faster thread count,
-PyTorch at its fastest configuration for that workload.
+Each RUN_DIR (written by bench/compare_core.sh, one per repetition of the whole measurement)
+holds lockstep_t<threads>_ob<OPENBLAS_NUM_THREADS>.json (bench_core --benchmark_out with
+repetitions) and pytorch.txt (pytorch_core.py's stdout).
+
+Reduction, the same on both sides: within a run, the best of the timed repetitions (least time
+per step, most FLOP/s); across runs (separate processes: address layout, other load), the median,
+shown with the [min–max] range when there are several runs. PyTorch's "fastest configuration" is
+the one with the best median. Ratios are Lockstep speed / PyTorch speed (> 1: Lockstep faster),
+Lockstep at its faster thread count. Prints Markdown.
 """
 import json
 import os
+import statistics
 import sys
 
 # workload -> (bench_core name, kind, goal text, goal ratio or None)
@@ -26,8 +31,8 @@ BATCH = {"ref_step": 32, "mlp_step": 128}
 LOCKSTEP_CONFIGS = [(1, "unset"), (2, "unset"), (2, "1"), (2, "2")]
 
 
-def lockstep_best(path):
-    """name -> (best seconds per iteration, best FLOP/s or None, context)."""
+def lockstep_run(path):
+    """bench name -> best seconds per iteration over the repetitions; plus the JSON context."""
     with open(path) as f:
         data = json.load(f)
     best = {}
@@ -37,110 +42,140 @@ def lockstep_best(path):
         name = b.get("run_name", b["name"])
         mult = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
         sec = b["real_time"] * mult
-        flops = b.get("flop")
-        old = best.get(name)
-        if old is None or sec < old[0]:
-            best[name] = (sec, flops)
+        best[name] = min(sec, best.get(name, float("inf")))
     return best, data.get("context", {})
 
 
-def pytorch_results(path):
-    results, best, info = [], {}, {}
+def pytorch_run(path):
+    """(openblas, torch_threads) -> workload -> value (µs/step or GFLOP/s); plus INFO and seen."""
+    res, info, seen = {}, {}, {}
     with open(path) as f:
         for line in f:
             parts = line.split()
-            if not parts or parts[0] not in ("RESULT", "BEST", "INFO") or "=" not in line:
+            if not parts or parts[0] not in ("RESULT", "INFO"):
                 continue
             kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
             if parts[0] == "RESULT":
-                results.append(kv)
-            elif parts[0] == "BEST":
-                best[kv["workload"]] = kv
+                cfg = (kv["openblas"], kv["torch_threads"])
+                res.setdefault(cfg, {})[kv["workload"]] = float(kv["value"])
+                seen[cfg] = kv["openblas_threads_seen"]
             else:
                 info.update(kv)
-    return results, best, info
+    return res, info, seen
 
 
-def fmt_step(sec, batch):
-    return f"{sec * 1e6:,.1f} µs ({batch / sec:,.0f} samples/s)"
-
-
-def fmt(w, kind, sec):
-    if kind == "step":
-        return fmt_step(sec, BATCH[w])
+def flops(w, sec):
     n = int(w.split("_")[1])
-    return f"{2 * n**3 / sec / 1e9:.1f} GFLOP/s"
+    return 2 * n**3 / sec / 1e9
+
+
+def to_speed(w, kind, sec):
+    """A 'higher is better' number: steps per second or GFLOP/s."""
+    return 1.0 / sec if kind == "step" else flops(w, sec)
+
+
+def cell(w, kind, speeds):
+    """Median [min–max] of speeds, shown as µs/step + samples/s or GFLOP/s."""
+    if not speeds:
+        return "–"
+    med = statistics.median(speeds)
+    if kind == "step":
+        s = f"{1e6 / med:,.1f} µs ({BATCH[w] * med:,.0f} samples/s)"
+        if len(speeds) > 1:
+            s += f" [{1e6 / max(speeds):,.1f}–{1e6 / min(speeds):,.1f}]"
+    else:
+        s = f"{med:.1f} GFLOP/s"
+        if len(speeds) > 1:
+            s += f" [{min(speeds):.1f}–{max(speeds):.1f}]"
+    return s
 
 
 def main():
-    d = sys.argv[1]
-    ls, ctx = {}, {}
-    for t, ob in LOCKSTEP_CONFIGS:
-        p = os.path.join(d, f"lockstep_t{t}_ob{ob}.json")
+    dirs = sys.argv[1:]
+    ls = {c: {w: [] for w, *_ in WORKLOADS} for c in LOCKSTEP_CONFIGS}
+    ls_ctx = {}
+    pt, pt_seen, pt_info = {}, {}, {}
+    for d in dirs:
+        for t, ob in LOCKSTEP_CONFIGS:
+            p = os.path.join(d, f"lockstep_t{t}_ob{ob}.json")
+            if not os.path.exists(p):
+                continue
+            best, ls_ctx[(t, ob)] = lockstep_run(p)
+            for w, bname, kind, *_ in WORKLOADS:
+                if bname in best:
+                    ls[(t, ob)][w].append(to_speed(w, kind, best[bname]))
+        p = os.path.join(d, "pytorch.txt")
         if os.path.exists(p):
-            ls[(t, ob)], ctx[(t, ob)] = lockstep_best(p)
-    pt_all, pt_best, pt_info = pytorch_results(os.path.join(d, "pytorch.txt"))
+            res, pt_info, seen = pytorch_run(p)
+            pt_seen.update(seen)
+            for cfg, vals in res.items():
+                for w, kind in ((w, k) for w, _, k, *_ in WORKLOADS):
+                    if w in vals:
+                        v = vals[w]
+                        pt.setdefault(cfg, {}).setdefault(w, []).append(
+                            1e6 / v if kind == "step" else v)
 
-    print(f"PyTorch {pt_info.get('torch_version', '?')} ({pt_info.get('python', '?')}): default "
-          f"torch threads {pt_info.get('default_torch_threads', '?')}, OpenBLAS threads by default "
-          f"{pt_info.get('openblas_threads_default', '?')}. Lockstep: "
-          + "; ".join(f"--threads={t} OPENBLAS_NUM_THREADS={ob} -> OpenBLAS threads "
-                      f"{c.get('openblas_threads', '?')}" for (t, ob), c in sorted(ctx.items())))
+    print(f"{len(dirs)} run(s); PyTorch {pt_info.get('torch_version', '?')} "
+          f"({pt_info.get('python', '?')}): default torch threads "
+          f"{pt_info.get('default_torch_threads', '?')}, OpenBLAS threads by default "
+          f"{pt_info.get('openblas_threads_default', '?')}. Lockstep's OpenBLAS threads after the "
+          "first matmul: "
+          + ", ".join(f"--threads={t} OPENBLAS_NUM_THREADS={ob}: {c.get('openblas_threads', '?')}"
+                      for (t, ob), c in sorted(ls_ctx.items())) + ".")
+    cont = []
+    for i, d in enumerate(dirs, 1):
+        p = os.path.join(d, "contention.txt")
+        if os.path.exists(p):
+            with open(p) as f:
+                kv = dict(x.split("=", 1) for x in f.read().split() if "=" in x)
+            cont.append(f"run {i}: {float(kv['other_cores']):.2f} cores over {kv['wall_s']} s")
+    if cont:
+        print()
+        print("CPU used by other processes during each run (0 = quiet machine; anything above ~0.1 "
+              "of a core spoils the 2-thread numbers): " + "; ".join(cont) + ".")
     print()
-    print("Best of repetitions on both sides. Ratio = Lockstep speed / PyTorch speed (> 1: "
-          "Lockstep faster), Lockstep at its faster thread count (OPENBLAS_NUM_THREADS unset), "
-          "PyTorch at its fastest configuration for that workload. Steps in µs per step.")
+    print("Each cell: median over runs of the best repetition within a run, [min–max] over runs "
+          "(µs per step; samples/s at the median). Ratio = Lockstep speed / PyTorch speed at the "
+          "medians (> 1: Lockstep faster), Lockstep at its faster thread count "
+          "(OPENBLAS_NUM_THREADS unset), PyTorch at its fastest configuration.")
     print()
     print("| workload | Lockstep 1 thread | Lockstep 2 threads | PyTorch fastest (config) | ratio | goal | met |")
     print("|---|---|---|---|---|---|---|")
     for w, bname, kind, goal, goal_ratio in WORKLOADS:
-        cells, lsec = [], {}
-        for t in (1, 2):
-            r = ls.get((t, "unset"), {}).get(bname)
-            if r is None:
-                cells.append("–")
-                continue
-            lsec[t] = r[0]
-            cells.append(fmt(w, kind, r[0]))
-        pb = pt_best.get(w)
-        if pb is None or not lsec:
-            print(f"| {w} | {cells[0]} | {cells[1]} | – | – | {goal} | – |")
+        l1, l2 = ls[(1, "unset")][w], ls[(2, "unset")][w]
+        meds = {t: statistics.median(v) for t, v in ((1, l1), (2, l2)) if v}
+        cands = {cfg: statistics.median(v[w]) for cfg, v in pt.items() if v.get(w)}
+        if not meds or not cands:
+            print(f"| {w} | {cell(w, kind, l1)} | {cell(w, kind, l2)} | – | – | {goal} | – |")
             continue
-        cfg = f"OPENBLAS_NUM_THREADS={pb['openblas']}, torch threads {pb['torch_threads']}"
-        best_t = min(lsec, key=lsec.get)
-        if kind == "step":
-            psec = float(pb["value"]) * 1e-6
-            ratio = psec / lsec[best_t]
-            pcell = f"{fmt_step(psec, BATCH[w])} ({cfg})"
-        else:
-            n = int(w.split("_")[1])
-            pg = float(pb["value"])
-            ratio = (2 * n**3 / lsec[best_t] / 1e9) / pg
-            pcell = f"{pg:.1f} GFLOP/s ({cfg})"
+        best_t = max(meds, key=meds.get)
+        cfg = max(cands, key=cands.get)
+        ratio = meds[best_t] / cands[cfg]
+        cfg_s = f"OPENBLAS_NUM_THREADS={cfg[0]}, torch threads {cfg[1]}"
         met = "–" if goal_ratio is None else ("yes" if ratio >= goal_ratio else "**no**")
-        print(f"| {w} | {cells[0]} | {cells[1]} | {pcell} | {ratio:.2f}× ({best_t} thr) | {goal} | {met} |")
+        print(f"| {w} | {cell(w, kind, l1)} | {cell(w, kind, l2)} | "
+              f"{cell(w, kind, pt[cfg][w])} ({cfg_s}) | {ratio:.2f}× ({best_t} thr) | {goal} | {met} |")
 
     print()
     print("Does OpenBLAS's thread setting matter to Lockstep? (bench_core --threads=2)")
     print()
     print("| workload | OPENBLAS_NUM_THREADS=1 | OPENBLAS_NUM_THREADS=2 | unset |")
     print("|---|---|---|---|")
-    for w, bname, kind, _, _ in WORKLOADS:
-        row = []
-        for ob in ("1", "2", "unset"):
-            r = ls.get((2, ob), {}).get(bname)
-            row.append("–" if r is None else fmt(w, kind, r[0]))
-        print(f"| {w} | " + " | ".join(row) + " |")
+    for w, bname, kind, *_ in WORKLOADS:
+        print(f"| {w} | " + " | ".join(cell(w, kind, ls[(2, ob)][w]) for ob in ("1", "2", "unset"))
+              + " |")
 
     print()
-    print("All PyTorch configurations (value: µs/step or GFLOP/s):")
+    print("All PyTorch configurations:")
     print()
-    print("| workload | OPENBLAS_NUM_THREADS | torch threads | OpenBLAS threads seen | value |")
-    print("|---|---|---|---|---|")
-    for r in pt_all:
-        unit = "µs/step" if r["unit"] == "us_per_step" else "GFLOP/s"
-        print(f"| {r['workload']} | {r['openblas']} | {r['torch_threads']} | "
-              f"{r['openblas_threads_seen']} | {float(r['value']):,.1f} {unit} |")
+    print("| OPENBLAS_NUM_THREADS | torch threads | OpenBLAS threads seen | "
+          + " | ".join(w for w, *_ in WORKLOADS) + " |")
+    print("|---|---|---|" + "---|" * len(WORKLOADS))
+    for cfg in sorted(pt):
+        cells = []
+        for w, _, kind, *_ in WORKLOADS:
+            cells.append(cell(w, kind, pt[cfg].get(w, [])).replace(" samples/s", "/s"))
+        print(f"| {cfg[0]} | {cfg[1]} | {pt_seen.get(cfg, '?')} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

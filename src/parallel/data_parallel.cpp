@@ -209,7 +209,8 @@ Tensor DataParallel::forward(const Tensor& input) {
                        " samples; DataParallel gathers outputs along dim 0");
     chunks[k] = chunk;
   });
-  for (std::size_t k = 1; k < active; ++k) bytes_moved_ += master_.numel * 4;
+  for (std::size_t k = 1; k < active; ++k)
+    bytes_moved_ += master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
   std::vector<Tensor> gathered;
   for (auto& o : outs) gathered.push_back(o.detach().to(output_device_));
   Tensor out = gathered.size() == 1 ? gathered[0].clone() : cat(gathered, 0);
@@ -221,7 +222,10 @@ Tensor DataParallel::forward(const Tensor& input) {
   for (auto& p : master_.params) inputs.push_back(p);
   autograd::record(
       "DataParallelBackward", out, inputs,
-      [this, outs, chunks, sizes, starts, active, input_grad](const Tensor& g) {
+      [this, alive = std::weak_ptr<char>(alive_), outs, chunks, sizes, starts, active,
+       input_grad](const Tensor& g) {
+        if (alive.expired())
+          throw Error("DataParallel: backward through an output of a DataParallel that was destroyed");
         std::vector<Tensor> gouts(active);
         for (std::size_t k = 0; k < active; ++k)
           gouts[k] = narrow(g, 0, starts[k], sizes[k]).to(devices_[k]).clone();
@@ -437,7 +441,10 @@ Tensor DataParallel::forward_deterministic(const Tensor& input) {
   for (auto& p : master_.params) inputs.push_back(p);
   autograd::record(
       "DataParallelBackward", out, inputs,
-      [this, outs, chunks, sh, ranges, input_grad](const Tensor& g) {
+      [this, alive = std::weak_ptr<char>(alive_), outs, chunks, sh, ranges,
+       input_grad](const Tensor& g) {
+        if (alive.expired())
+          throw Error("DataParallel: backward through an output of a DataParallel that was destroyed");
         const std::int64_t width = master_.numel;
         Tensor slots = zeros({static_cast<std::int64_t>(sh.size()), width}, master_.buffer.options());
         std::vector<std::vector<char>> had(sh.size(), std::vector<char>(master_.params.size(), 0));

@@ -157,6 +157,16 @@ TEST(DataParallel, AccumulatesIntoExistingGradientsLikeBackward) {
   EXPECT_TRUE(AllClose(model->weight.grad(), mul(once, 2.0)));
 }
 
+TEST(DataParallel, BackwardAfterTheWrapperIsGoneThrows) {
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  Tensor out;
+  {
+    nn::DataParallel dp(model, cpus(2), std::nullopt, opts());
+    out = dp.forward(randn({4, 3}));
+  }
+  EXPECT_THROW(out.sum().backward(), Error);
+}
+
 TEST(DataParallel, DeviceListsAreValidated) {
   EXPECT_EQ(parallel::parse_devices("cpu:0,cpu:1,cpu:2").size(), 3u);
   EXPECT_THROW(parallel::parse_devices("cpu:0,cpu:0"), ValueError);

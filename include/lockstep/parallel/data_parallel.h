@@ -133,6 +133,9 @@ class DataParallel : public nn::Module {
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
   std::uint64_t step_ = 0;
   std::int64_t bytes_moved_ = 0;
+  // Graphs recorded by forward() hold a weak reference: a backward after the wrapper is gone
+  // throws instead of touching freed replicas.
+  std::shared_ptr<char> alive_ = std::make_shared<char>(0);
 };
 
 }  // namespace lockstep::parallel

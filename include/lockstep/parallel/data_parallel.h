@@ -106,18 +106,27 @@ class DataParallel : public nn::Module {
   struct Shard {
     std::int64_t start, size;
   };
+  // How a batch is cut: pieces (samples [start, start + size)) and, per device, the range of
+  // pieces it processes.
+  struct Plan {
+    std::vector<Shard> pieces;
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  };
   // Runs f(k) for k in [0, n) on the workers concurrently; waits for all; rethrows the first
   // error (in device order) with the device named.
   void run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f);
   void sync_replica(std::size_t k);
   std::vector<Shard> shards(std::int64_t batch) const;
   std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t nshards) const;
-  Tensor forward_deterministic(const Tensor& input);
+  Plan plan(std::int64_t batch) const;
+  // Copies replica k's gradients into row s of `slots`, marking which parameters had one.
+  void store_piece_grads(std::size_t k, const Tensor& slots, std::size_t s,
+                         std::vector<std::vector<char>>& had);
+  // Sums the rows of `slots` into row 0 with the fixed tree (columns split over the workers);
+  // returns, per parameter, whether any piece produced a gradient.
+  std::vector<char> reduce_slots(const Tensor& slots, const std::vector<std::vector<char>>& had);
   Tensor forward_backward_deterministic(const Tensor& input, const Tensor& target,
                                         const LossFn& loss_fn);
-  // Tree-sums shard gradient rows [S, P] into master grads; returns has-grad per parameter.
-  void combine_shard_grads(const Tensor& slots, const std::vector<std::vector<char>>& had,
-                           std::size_t nshards);
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
 
   std::shared_ptr<nn::Module> module_;

@@ -1,0 +1,275 @@
+// DataParallel's training paths: the gather path (forward + DataParallelBackward), the reducer
+// path (forward_backward) and deterministic mode.
+#include <cstring>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/autograd/node.h"
+#include "lockstep/core/parallel.h"
+#include "lockstep/ops/ops.h"
+#include "lockstep/parallel/data_parallel.h"
+#include "parallel/detail.h"
+
+namespace lockstep::parallel {
+
+using detail::clear_grads;
+using detail::tree_sum;
+using detail::tree_sum_columns;
+
+// ---- pieces: the unit of work of both paths ------------------------------------------------
+//
+// A batch is cut into pieces, each processed by one device with its own forward/backward:
+// normally one piece per device (tensor_split of the batch, empty pieces dropped); in
+// deterministic mode shards of shard_size samples, contiguous ranges of them per device.
+// Gradients of piece s land in row s of a [pieces, parameters] buffer; rows are summed by one
+// fixed pairwise tree, so the result depends only on the pieces, not on who computed them.
+
+DataParallel::Plan DataParallel::plan(std::int64_t batch) const {
+  Plan p;
+  if (options_.deterministic) {
+    p.pieces = shards(batch);
+    if (p.pieces.empty()) p.pieces.push_back({0, 0});
+    p.ranges = shard_ranges(p.pieces.size());
+    return p;
+  }
+  auto sizes = split_sizes(batch, static_cast<std::int64_t>(devices_.size()));
+  std::int64_t start = 0;
+  for (auto size : sizes) {
+    if (size == 0 && !p.pieces.empty()) break;  // only min(B, N) replicas run (one if B == 0)
+    p.ranges.emplace_back(p.pieces.size(), p.pieces.size() + 1);
+    p.pieces.push_back({start, size});
+    start += size;
+  }
+  return p;
+}
+
+void DataParallel::store_piece_grads(std::size_t k, const Tensor& slots, std::size_t s,
+                                     std::vector<std::vector<char>>& had) {
+  Tensor row = narrow(slots, 0, static_cast<std::int64_t>(s), 1).reshape({master_.numel});
+  NoGradGuard no_grad;
+  for (std::size_t j = 0; j < master_.params.size(); ++j) {
+    Tensor g = replica_flat_[k].params[j].grad();
+    if (!g.defined()) continue;
+    had[s][j] = 1;
+    replica_flat_[k].view_of(row, j).copy_(g.to(devices_[k]));
+  }
+}
+
+std::vector<char> DataParallel::reduce_slots(const Tensor& slots,
+                                             const std::vector<std::vector<char>>& had) {
+  const std::int64_t width = master_.numel;
+  const std::int64_t rows = slots.size(0);
+  const auto n = static_cast<std::int64_t>(devices_.size());
+  run_on_workers(devices_.size(), [&](std::size_t k) {
+    std::int64_t lo = width * static_cast<std::int64_t>(k) / n;
+    std::int64_t hi = width * static_cast<std::int64_t>(k + 1) / n;
+    if (slots.dtype() == kFloat64)
+      tree_sum_columns(slots.data_ptr<double>(), rows, width, lo, hi);
+    else
+      tree_sum_columns(slots.data_ptr<float>(), rows, width, lo, hi);
+  });
+  std::vector<char> any(master_.params.size(), 0);
+  for (const auto& h : had)
+    for (std::size_t j = 0; j < h.size(); ++j) any[j] = any[j] || h[j];
+  return any;
+}
+
+// ---- the gather path -------------------------------------------------------------------------
+
+Tensor DataParallel::forward(const Tensor& input) {
+  if (!input.defined() || input.dim() < 1)
+    throw ShapeError("DataParallel: expected an input with a batch dimension, got " +
+                     (input.defined() ? input.shape().str() : std::string("undefined")));
+  const bool grad = GradMode::is_enabled();
+  const bool input_grad = grad && input.requires_grad();
+  const std::uint64_t step = is_training() ? step_++ : step_;
+  const Plan pl = plan(input.size(0));
+  std::vector<Tensor> outs(pl.pieces.size()), chunks(pl.pieces.size());
+  run_on_workers(pl.ranges.size(), [&](std::size_t k) {
+    sync_replica(k);
+    if (options_.deterministic) set_num_threads(1);  // one BLAS call per GEMM on any N
+    GradMode::set_enabled(grad);
+    clear_grads(*replicas_[k]);
+    for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+      const Shard& piece = pl.pieces[s];
+      Tensor chunk = narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
+      if (input_grad) chunk = chunk.clone().requires_grad_(true);
+      DropoutKeyGuard key({options_.seed, step, piece.start});
+      outs[s] = replicas_[k]->forward(chunk);
+      if (!outs[s].defined() || outs[s].dim() < 1 || outs[s].size(0) != piece.size)
+        throw ShapeError("forward returned " +
+                         (outs[s].defined() ? outs[s].shape().str() : std::string("undefined")) +
+                         " for a chunk of " + std::to_string(piece.size) +
+                         " samples; DataParallel gathers outputs along dim 0");
+      chunks[s] = chunk;
+    }
+  });
+  bytes_moved_ = static_cast<std::int64_t>(pl.ranges.size() - 1) * master_.numel *
+                 static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+  std::vector<Tensor> gathered;
+  for (auto& o : outs) gathered.push_back(o.detach().to(output_device_));
+  Tensor out = gathered.size() == 1 ? gathered[0].clone() : cat(gathered, 0);
+  bool any_param_grad = false;
+  for (auto& p : master_.params) any_param_grad = any_param_grad || p.requires_grad();
+  if (!grad || !(input_grad || any_param_grad)) return out;
+
+  std::vector<Tensor> inputs{input};
+  for (auto& p : master_.params) inputs.push_back(p);
+  autograd::record(
+      "DataParallelBackward", out, inputs,
+      [this, alive = std::weak_ptr<char>(alive_), outs, chunks, pl, input_grad](const Tensor& g) {
+        if (alive.expired())
+          throw Error("DataParallel: backward through an output of a DataParallel that was destroyed");
+        // every replica's backward concurrently, piece by piece, gradients into slot rows
+        Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
+                             master_.buffer.options());
+        std::vector<std::vector<char>> had(pl.pieces.size(),
+                                           std::vector<char>(master_.params.size(), 0));
+        run_on_workers(pl.ranges.size(), [&](std::size_t k) {
+          for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+            clear_grads(*replicas_[k]);
+            const Shard& piece = pl.pieces[s];
+            if (outs[s].requires_grad())
+              outs[s].backward(narrow(g, 0, piece.start, piece.size).to(devices_[k]).clone());
+            store_piece_grads(k, slots, s, had);
+          }
+          clear_grads(*replicas_[k]);
+        });
+        std::vector<char> any = reduce_slots(slots, had);
+        std::vector<Tensor> result;
+        if (input_grad) {
+          std::vector<Tensor> parts;
+          for (std::size_t s = 0; s < chunks.size(); ++s) {
+            Tensor cg = chunks[s].grad();
+            parts.push_back((cg.defined() ? cg : zeros_like(chunks[s])).to(output_device_));
+          }
+          result.push_back(cat(parts, 0));
+        } else {
+          result.push_back(Tensor());
+        }
+        Tensor total = narrow(slots, 0, 0, 1).reshape({master_.numel});
+        for (std::size_t j = 0; j < master_.params.size(); ++j)
+          result.push_back(any[j] ? master_.view_of(total, j).to(output_device_).clone() : Tensor());
+        return result;
+      });
+  return out;
+}
+
+// ---- the reducer path ------------------------------------------------------------------------
+
+Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
+                                      const LossFn& loss_fn) {
+  if (!input.defined() || !target.defined() || input.dim() < 1 || target.dim() < 1 ||
+      input.size(0) != target.size(0))
+    throw ShapeError("DataParallel::forward_backward: input " +
+                     (input.defined() ? input.shape().str() : std::string("undefined")) +
+                     " and target " +
+                     (target.defined() ? target.shape().str() : std::string("undefined")) +
+                     " must have the same batch dimension");
+  if (options_.deterministic) return forward_backward_deterministic(input, target, loss_fn);
+  const std::int64_t batch = input.size(0);
+  const std::size_t n = devices_.size();
+  const std::uint64_t step = step_++;
+  auto sizes = split_sizes(batch, static_cast<std::int64_t>(n));
+  std::vector<std::int64_t> starts(n, 0);
+  for (std::size_t k = 1; k < n; ++k) starts[k] = starts[k - 1] + sizes[k - 1];
+  std::vector<double> losses(n, 0.0);
+  run_on_workers(n, [&](std::size_t k) {
+    reducers_[k]->prepare();
+    // A replica that fails still takes part in every remaining collective (contributing zeros),
+    // so the others finish their step instead of waiting for it; then its error is rethrown.
+    struct FinalizeOnError {
+      GradientReducer& r;
+      bool done = false;
+      ~FinalizeOnError() {
+        if (!done) try {
+            r.finalize();
+          } catch (...) {
+          }
+      }
+    } guard{*reducers_[k]};
+    if (sizes[k] > 0) {
+      sync_replica(k);
+      EnableGradGuard grad_on;
+      Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+      Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+      DropoutKeyGuard key({options_.seed, step, starts[k]});
+      Tensor loss = loss_fn(replicas_[k]->forward(x), y);
+      if (loss.numel() != 1)
+        throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
+      double w = static_cast<double>(sizes[k]) / static_cast<double>(batch);
+      losses[k] = loss.item() * w;
+      if (loss.requires_grad()) mul(loss, w).backward();
+    }
+    guard.done = true;
+    reducers_[k]->finalize();
+  });
+  bytes_moved_ = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k > 0 && sizes[k] > 0)
+      bytes_moved_ += master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+    bytes_moved_ += reducers_[k]->bytes_reduced();
+  }
+  std::vector<char> has(master_.params.size());
+  for (std::size_t j = 0; j < has.size(); ++j) has[j] = reducers_[0]->has_grad(j);
+  accumulate_master_grads(reducers_[0]->flat_grad(), has);
+  for (std::size_t k = 0; k < n; ++k) clear_grads(*replicas_[k]);
+  double total = 0;
+  for (double l : losses) total += l;
+  return scalar_tensor(total, master_.buffer.options());
+}
+
+void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
+                                           const std::vector<char>& has_grad) {
+  NoGradGuard no_grad;
+  for (std::size_t j = 0; j < master_.params.size(); ++j) {
+    if (!has_grad[j]) continue;
+    Tensor p = master_.params[j];
+    Tensor src = master_.view_of(flat_grad, j).to(p.device());
+    if (p.grad().defined()) {
+      p.grad().add_(src);
+    } else {
+      Tensor dst = master_.view_of(master_grad_, j);
+      dst.copy_(src);
+      p.set_grad(dst);
+    }
+  }
+}
+
+// ---- deterministic mode ----------------------------------------------------------------------
+
+Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const Tensor& target,
+                                                    const LossFn& loss_fn) {
+  const std::int64_t batch = input.size(0);
+  const std::uint64_t step = step_++;
+  const Plan pl = plan(batch);
+  Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
+                       master_.buffer.options());
+  std::vector<std::vector<char>> had(pl.pieces.size(), std::vector<char>(master_.params.size(), 0));
+  std::vector<double> losses(pl.pieces.size(), 0.0);
+  run_on_workers(pl.ranges.size(), [&](std::size_t k) {
+    sync_replica(k);
+    set_num_threads(1);  // one BLAS call per GEMM, the same on every device count
+    EnableGradGuard grad_on;
+    for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+      const Shard& piece = pl.pieces[s];
+      if (piece.size == 0) continue;
+      clear_grads(*replicas_[k]);
+      Tensor x = narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
+      Tensor y = narrow(target.detach(), 0, piece.start, piece.size).to(devices_[k]);
+      DropoutKeyGuard key({options_.seed, step, piece.start});
+      Tensor loss = loss_fn(replicas_[k]->forward(x), y);
+      if (loss.numel() != 1)
+        throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
+      double w = static_cast<double>(piece.size) / static_cast<double>(batch);
+      losses[s] = loss.item() * w;
+      if (loss.requires_grad()) mul(loss, w).backward();
+      store_piece_grads(k, slots, s, had);
+    }
+    clear_grads(*replicas_[k]);
+  });
+  std::vector<char> any = reduce_slots(slots, had);
+  accumulate_master_grads(narrow(slots, 0, 0, 1).reshape({master_.numel}), any);
+  return scalar_tensor(tree_sum(losses), master_.buffer.options());
+}
+
+}  // namespace lockstep::parallel

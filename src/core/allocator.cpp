@@ -5,11 +5,10 @@
 // at most kThreadCacheBytes. Blocks of more than kMaxCachedBytes bypass the cache.
 #include "core/allocator.h"
 
-#include <array>
 #include <bit>
 #include <cstdlib>
 #include <new>
-#include <vector>
+#include <utility>
 
 namespace lockstep::detail {
 
@@ -31,35 +30,44 @@ std::pair<int, std::size_t> size_class(std::size_t n) {
   return {base, pow};
 }
 
-// Set once this thread's cache is destroyed (thread exit, or static destruction on the main
-// thread): later frees and allocations bypass it. Trivially destructible, so always readable.
-thread_local bool t_cache_dead = false;
-
+// Per-thread free lists, intrusive: a cached block's first word points to the next one. Plain
+// data, so reaching it costs one TLS access and no initialisation guard.
 struct ThreadCache {
-  std::array<std::vector<void*>, kClasses> free{};
-  std::size_t bytes = 0;
-  ~ThreadCache() {
-    t_cache_dead = true;
-    for (auto& list : free)
-      for (void* p : list) std::free(p);
+  void* head[kClasses];
+  std::size_t bytes;
+  bool registered;  // the Cleaner below exists for this thread
+  bool dead;        // the Cleaner ran (thread exit / static destruction): bypass the cache
+};
+thread_local ThreadCache t_cache{};
+
+// Returns the cached blocks to the system when the thread ends.
+struct Cleaner {
+  ~Cleaner() {
+    t_cache.dead = true;
+    for (void*& head : t_cache.head)
+      while (head) {
+        void* next = *static_cast<void**>(head);
+        std::free(head);
+        head = next;
+      }
   }
 };
 
-ThreadCache& cache() {
-  thread_local ThreadCache c;
-  return c;
+void register_cleaner() {
+  thread_local Cleaner cleaner;
+  (void)cleaner;
+  t_cache.registered = true;
 }
 
 }  // namespace
 
 void* cpu_allocate(std::size_t nbytes, std::size_t* capacity) {
   auto [cls, size] = size_class(nbytes);
-  if (size <= kMaxCachedBytes && !t_cache_dead) {
-    auto& list = cache().free[cls];
-    if (!list.empty()) {
-      void* p = list.back();
-      list.pop_back();
-      cache().bytes -= size;
+  ThreadCache& c = t_cache;
+  if (size <= kMaxCachedBytes) {
+    if (void* p = c.head[cls]; p && !c.dead) {
+      c.head[cls] = *static_cast<void**>(p);
+      c.bytes -= size;
       *capacity = size;
       return p;
     }
@@ -80,14 +88,14 @@ std::size_t cpu_block_size(std::size_t nbytes) {
 
 void cpu_free(void* p, std::size_t capacity) {
   if (!p) return;
-  if (capacity <= kMaxCachedBytes && !t_cache_dead) {
-    auto& c = cache();
-    if (c.bytes + capacity <= kThreadCacheBytes) {
-      auto [cls, size] = size_class(capacity);
-      c.free[cls].push_back(p);
-      c.bytes += size;
-      return;
-    }
+  ThreadCache& c = t_cache;
+  if (capacity <= kMaxCachedBytes && !c.dead && c.bytes + capacity <= kThreadCacheBytes) {
+    if (!c.registered) register_cleaner();
+    int cls = size_class(capacity).first;
+    *static_cast<void**>(p) = c.head[cls];
+    c.head[cls] = p;
+    c.bytes += capacity;
+    return;
   }
   std::free(p);
 }

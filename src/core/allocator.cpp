@@ -19,6 +19,14 @@ constexpr std::size_t kMaxCachedBytes = std::size_t(1) << 28;     // 256 MiB
 constexpr std::size_t kThreadCacheBytes = std::size_t(1) << 30;   // 1 GiB per thread
 constexpr int kClasses = 64;
 
+// Under AddressSanitizer / ThreadSanitizer every block goes back to malloc at once, so the
+// sanitizers see each use after free and each reuse.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kCache = false;
+#else
+constexpr bool kCache = true;
+#endif
+
 // Class index and rounded size for n bytes.
 std::pair<int, std::size_t> size_class(std::size_t n) {
   if (n <= kMinBlock) return {0, kMinBlock};
@@ -65,7 +73,7 @@ void* cpu_allocate(std::size_t nbytes, std::size_t* capacity) {
   auto [cls, size] = size_class(nbytes);
   ThreadCache& c = t_cache;
   if (size <= kMaxCachedBytes) {
-    if (void* p = c.head[cls]; p && !c.dead) {
+    if (void* p = kCache ? c.head[cls] : nullptr; p && !c.dead) {
       c.head[cls] = *static_cast<void**>(p);
       c.bytes -= size;
       *capacity = size;
@@ -89,7 +97,8 @@ std::size_t cpu_block_size(std::size_t nbytes) {
 void cpu_free(void* p, std::size_t capacity) {
   if (!p) return;
   ThreadCache& c = t_cache;
-  if (capacity <= kMaxCachedBytes && !c.dead && c.bytes + capacity <= kThreadCacheBytes) {
+  if (kCache && capacity <= kMaxCachedBytes && !c.dead &&
+      c.bytes + capacity <= kThreadCacheBytes) {
     if (!c.registered) register_cleaner();
     int cls = size_class(capacity).first;
     *static_cast<void**>(p) = c.head[cls];

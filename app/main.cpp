@@ -38,6 +38,10 @@ int run_command(const CliOptions& options) {
     switch (options.command) {
       case Command::Train:
         run_train(options.train, std::cout);
+        if (!std::cout.flush()) {  // a full disk or a closed pipe must not look like success
+          print_error("cannot write to standard output");
+          return kExitFailure;
+        }
         return kExitSuccess;
       case Command::None:
         break;

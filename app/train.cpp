@@ -93,7 +93,7 @@ TrainSummary run_train(const TrainConfig& config, std::ostream& out) {
     double val_loss = 0.0;
     {
       no_grad guard;
-      val_loss = criterion(dp.forward(data.x_val), data.y_val).item();
+      val_loss = criterion(dp.forward(data.x_val), data.y_val.to(dp.output_device())).item();
     }
     summary.val_losses.push_back(val_loss);
     out << epoch_line(epoch + 1, val_loss) << '\n' << std::flush;

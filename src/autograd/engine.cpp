@@ -17,7 +17,17 @@ namespace lockstep::autograd {
 namespace {
 std::atomic<std::uint64_t> g_next_seq{0};
 std::atomic<std::uint64_t> g_backward_epoch{0};
-}
+thread_local bool t_retain_graph = false;
+
+struct RetainScope {
+  bool prev;
+  explicit RetainScope(bool r) : prev(t_retain_graph) { t_retain_graph = r; }
+  ~RetainScope() { t_retain_graph = prev; }
+};
+}  // namespace
+
+bool retain_graph_requested() { return t_retain_graph; }
+
 
 Node::Node() : seq_(g_next_seq.fetch_add(1, std::memory_order_relaxed)) {}
 
@@ -69,6 +79,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     throw AutogradError("backward(): tensor of shape " + root.shape().str() +
                         " does not require grad");
   NoGradGuard no_grad;  // backward formulas do not build graphs (no higher-order gradients)
+  RetainScope retain(retain_graph);
 
   // 1. dependency counts over the reachable graph (kept in the nodes' scratch fields)
   const std::uint64_t epoch = g_backward_epoch.fetch_add(1, std::memory_order_relaxed) + 1;

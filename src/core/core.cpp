@@ -63,8 +63,8 @@ std::string Device::str() const {
 void check_device_available(Device d) {
   if (d.is_cuda())
     throw DeviceError("device " + d.str() +
-                      " is not available: this build has no CUDA backend (configure with "
-                      "-DLOCKSTEP_CUDA=ON on a machine with the CUDA toolkit)");
+                      " is not available: this build has no CUDA backend (CPU devices "
+                      "cpu:0, cpu:1, ... are)");
 }
 
 Shape::Shape(std::initializer_list<std::int64_t> dims)

@@ -150,7 +150,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 
 std::int64_t DataLoader::size() const {
   std::int64_t n = dataset_->size(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  return options_.drop_last ? n / b : n / b + (n % b != 0);  // no n + b - 1: it overflows
 }
 
 DataLoader::Iterator DataLoader::begin() {

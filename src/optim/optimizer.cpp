@@ -9,9 +9,8 @@ namespace lockstep::optim {
 Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
   if (params_.empty()) throw ValueError("optimizer got an empty parameter list");
   for (std::size_t i = 0; i < params_.size(); ++i)
-    if (!params_[i].defined() || !params_[i].requires_grad())
-      throw ValueError("optimizer parameter " + std::to_string(i) +
-                       " is undefined or does not require grad");
+    if (!params_[i].defined())
+      throw ValueError("optimizer parameter " + std::to_string(i) + " is undefined");
   state_.resize(params_.size());
 }
 

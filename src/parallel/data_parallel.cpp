@@ -98,6 +98,27 @@ void DataParallel::run_on_workers(std::size_t n, const std::function<void(std::s
   if (first) rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
 }
 
+void DataParallel::check_master() {
+  const std::size_t es = element_size(master_.buffer.dtype());
+  for (std::size_t j = 0; j < master_.params.size(); ++j) {
+    Tensor p = master_.params[j];
+    const char* expected = static_cast<const char*>(master_.buffer.raw_data()) +
+                           static_cast<std::size_t>(master_.offsets[j]) * es;
+    if (p.raw_data() == expected && p.dtype() == master_.buffer.dtype()) continue;
+    if (p.device() != devices_.front() || p.shape() != master_.shapes[j] ||
+        p.dtype() != master_.buffer.dtype())
+      throw ValueError("DataParallel: wrapped parameter " + std::to_string(j) + " is now " +
+                       to_string(p.dtype()) + " " + p.shape().str() + " on " + p.device().str() +
+                       "; it was " + to_string(master_.buffer.dtype()) + " " +
+                       master_.shapes[j].str() + " on " + devices_.front().str() +
+                       " when wrapped (wrap the module again after changing it)");
+    Tensor view = master_.view_of(master_.buffer, j);
+    NoGradGuard no_grad;
+    view.copy_(p.detach());
+    p.set_data(view);
+  }
+}
+
 void DataParallel::sync_replica(std::size_t k) {
   if (k > 0) {
     std::memcpy(replica_flat_[k].buffer.raw_data(), master_.buffer.raw_data(),
@@ -144,8 +165,13 @@ StateDict DataParallel::state_dict() const { return module_->state_dict(); }
 
 void DataParallel::load_state_dict(const StateDict& state, bool strict) {
   StateDict stripped;
-  for (const auto& [k, v] : state)
-    stripped.insert(k.rfind("module.", 0) == 0 ? k.substr(7) : k, v);
+  for (const auto& [k, v] : state) {
+    std::string key = k.rfind("module.", 0) == 0 ? k.substr(7) : k;
+    if (stripped.contains(key))
+      throw StateDictError("load_state_dict into DataParallel: key '" + key +
+                           "' appears both with and without the 'module.' prefix");
+    stripped.insert(key, v);
+  }
   module_->load_state_dict(stripped, strict);
 }
 

@@ -1,5 +1,6 @@
 // DataParallel's training paths: the gather path (forward + DataParallelBackward), the reducer
 // path (forward_backward) and deterministic mode.
+#include <cmath>
 #include <cstring>
 
 #include "lockstep/autograd/grad_mode.h"
@@ -79,6 +80,7 @@ Tensor DataParallel::forward(const Tensor& input) {
   if (!input.defined() || input.dim() < 1)
     throw ShapeError("DataParallel: expected an input with a batch dimension, got " +
                      (input.defined() ? input.shape().str() : std::string("undefined")));
+  check_master();
   const bool grad = GradMode::is_enabled();
   const bool input_grad = grad && input.requires_grad();
   const std::uint64_t step = is_training() ? step_++ : step_;
@@ -120,6 +122,7 @@ Tensor DataParallel::forward(const Tensor& input) {
         if (alive.expired())
           throw Error("DataParallel: backward through an output of a DataParallel that was destroyed");
         // every replica's backward concurrently, piece by piece, gradients into slot rows
+        const bool retain = autograd::retain_graph_requested();
         Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
                              master_.buffer.options());
         std::vector<std::vector<char>> had(pl.pieces.size(),
@@ -129,7 +132,8 @@ Tensor DataParallel::forward(const Tensor& input) {
             clear_grads(*replicas_[k]);
             const Shard& piece = pl.pieces[s];
             if (outs[s].requires_grad())
-              outs[s].backward(narrow(g, 0, piece.start, piece.size).to(devices_[k]).clone());
+              outs[s].backward(narrow(g, 0, piece.start, piece.size).to(devices_[k]).clone(),
+                               retain);
             store_piece_grads(k, slots, s, had);
           }
           clear_grads(*replicas_[k]);
@@ -156,8 +160,48 @@ Tensor DataParallel::forward(const Tensor& input) {
 
 // ---- the reducer path ------------------------------------------------------------------------
 
+std::vector<double> DataParallel::loss_weights(const std::vector<Shard>& pieces,
+                                               const Tensor& target, const LossCount& count,
+                                               bool* empty) const {
+  std::vector<double> counts(pieces.size(), 0.0);
+  double total = 0;
+  for (std::size_t s = 0; s < pieces.size(); ++s) {
+    if (pieces[s].size == 0) continue;
+    counts[s] = count ? static_cast<double>(count(narrow(target.detach(), 0, pieces[s].start,
+                                                         pieces[s].size)))
+                      : static_cast<double>(pieces[s].size);
+    total += counts[s];
+  }
+  *empty = total == 0;
+  for (double& c : counts) c = total > 0 ? c / total : 0.0;
+  return counts;
+}
+
+void DataParallel::backward_weighted(const Tensor& loss, double weight) const {
+  if (loss.numel() != 1)
+    throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
+  if (!loss.requires_grad()) {
+    for (const auto& p : master_.params)
+      if (p.requires_grad())
+        throw AutogradError("the loss does not require grad: loss_fn must build its result from "
+                            "the model's output");
+    return;
+  }
+  mul(loss, weight).backward();
+}
+
 Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
-                                      const LossFn& loss_fn) {
+                                      const nn::CrossEntropyLoss& loss) {
+  const std::int64_t ignore = loss.ignore_index;
+  return forward_backward(input, target, loss, [ignore](const Tensor& t) {
+    std::int64_t n = 0;
+    for (auto v : t.to_vector<std::int64_t>()) n += v != ignore;
+    return n;
+  });
+}
+
+Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
+                                      const LossFn& loss_fn, const LossCount& count) {
   if (!input.defined() || !target.defined() || input.dim() < 1 || target.dim() < 1 ||
       input.size(0) != target.size(0))
     throw ShapeError("DataParallel::forward_backward: input " +
@@ -165,13 +209,20 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
                      " and target " +
                      (target.defined() ? target.shape().str() : std::string("undefined")) +
                      " must have the same batch dimension");
-  if (options_.deterministic) return forward_backward_deterministic(input, target, loss_fn);
+  check_master();
+  if (options_.deterministic) return forward_backward_deterministic(input, target, loss_fn, count);
   const std::int64_t batch = input.size(0);
   const std::size_t n = devices_.size();
   const std::uint64_t step = step_++;
   auto sizes = split_sizes(batch, static_cast<std::int64_t>(n));
   std::vector<std::int64_t> starts(n, 0);
-  for (std::size_t k = 1; k < n; ++k) starts[k] = starts[k - 1] + sizes[k - 1];
+  std::vector<Shard> pieces;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k > 0) starts[k] = starts[k - 1] + sizes[k - 1];
+    pieces.push_back({starts[k], sizes[k]});
+  }
+  bool empty = false;
+  const std::vector<double> weights = loss_weights(pieces, target, count, &empty);
   std::vector<double> losses(n, 0.0);
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
@@ -187,18 +238,15 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
           }
       }
     } guard{*reducers_[k]};
-    if (sizes[k] > 0) {
+    if (weights[k] > 0) {
       sync_replica(k);
       EnableGradGuard grad_on;
       Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
       Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
       DropoutKeyGuard key({options_.seed, step, starts[k]});
       Tensor loss = loss_fn(replicas_[k]->forward(x), y);
-      if (loss.numel() != 1)
-        throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
-      double w = static_cast<double>(sizes[k]) / static_cast<double>(batch);
-      losses[k] = loss.item() * w;
-      if (loss.requires_grad()) mul(loss, w).backward();
+      losses[k] = loss.item() * weights[k];
+      backward_weighted(loss, weights[k]);
     }
     guard.done = true;
     reducers_[k]->finalize();
@@ -215,7 +263,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   for (std::size_t k = 0; k < n; ++k) clear_grads(*replicas_[k]);
   double total = 0;
   for (double l : losses) total += l;
-  return scalar_tensor(total, master_.buffer.options());
+  return scalar_tensor(empty ? std::nan("") : total, master_.buffer.options());
 }
 
 void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
@@ -238,10 +286,13 @@ void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
 // ---- deterministic mode ----------------------------------------------------------------------
 
 Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const Tensor& target,
-                                                    const LossFn& loss_fn) {
+                                                    const LossFn& loss_fn,
+                                                    const LossCount& count) {
   const std::int64_t batch = input.size(0);
   const std::uint64_t step = step_++;
   const Plan pl = plan(batch);
+  bool empty = false;
+  const std::vector<double> weights = loss_weights(pl.pieces, target, count, &empty);
   Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
                        master_.buffer.options());
   std::vector<std::vector<char>> had(pl.pieces.size(), std::vector<char>(master_.params.size(), 0));
@@ -252,24 +303,21 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
     EnableGradGuard grad_on;
     for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
       const Shard& piece = pl.pieces[s];
-      if (piece.size == 0) continue;
+      if (weights[s] == 0) continue;
       clear_grads(*replicas_[k]);
       Tensor x = narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
       Tensor y = narrow(target.detach(), 0, piece.start, piece.size).to(devices_[k]);
       DropoutKeyGuard key({options_.seed, step, piece.start});
       Tensor loss = loss_fn(replicas_[k]->forward(x), y);
-      if (loss.numel() != 1)
-        throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
-      double w = static_cast<double>(piece.size) / static_cast<double>(batch);
-      losses[s] = loss.item() * w;
-      if (loss.requires_grad()) mul(loss, w).backward();
+      losses[s] = loss.item() * weights[s];
+      backward_weighted(loss, weights[s]);
       store_piece_grads(k, slots, s, had);
     }
     clear_grads(*replicas_[k]);
   });
   std::vector<char> any = reduce_slots(slots, had);
   accumulate_master_grads(narrow(slots, 0, 0, 1).reshape({master_.numel}), any);
-  return scalar_tensor(tree_sum(losses), master_.buffer.options());
+  return scalar_tensor(empty ? std::nan("") : tree_sum(losses), master_.buffer.options());
 }
 
 }  // namespace lockstep::parallel

@@ -29,6 +29,10 @@ namespace lockstep::parallel::detail {
     throw AutogradError(prefix + x.what());
   } catch (const Error& x) {
     throw Error(prefix + x.what());
+  } catch (const std::exception& x) {
+    throw Error(prefix + x.what());
+  } catch (...) {
+    throw Error(prefix + "an exception that is not a std::exception");
   }
 }
 

@@ -228,7 +228,14 @@ TEST(Optimizer, InvalidHyperParametersThrow) {
   EXPECT_THROW(optim::Adam({p}, {.eps = -1e-8}), ValueError);
   EXPECT_THROW(optim::AdamW({p}, {.weight_decay = -0.01}), ValueError);
   EXPECT_THROW(optim::SGD({}, {.lr = 0.1}), ValueError);
-  EXPECT_THROW(optim::SGD({ones({2})}, {.lr = 0.1}), ValueError);  // does not require grad
+  EXPECT_THROW(optim::SGD({Tensor()}, {.lr = 0.1}), ValueError);  // undefined
+  {
+    // a frozen parameter is accepted (as PyTorch) and, having no gradient, never changes
+    Tensor frozen = ones({2});
+    optim::SGD sgd({frozen}, {.lr = 0.1, .momentum = 0.9});
+    sgd.step();
+    EXPECT_EQ(frozen.to_vector<double>(), (std::vector<double>{1.0, 1.0}));
+  }
   optim::SGD ok({p}, {.lr = 0.1});
   EXPECT_THROW(ok.set_lr(-1), ValueError);
   EXPECT_EQ(ok.lr(), 0.1);

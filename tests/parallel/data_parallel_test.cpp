@@ -178,3 +178,112 @@ TEST(DataParallel, DeviceListsAreValidated) {
 
 }  // namespace
 }  // namespace lockstep::testing
+
+namespace lockstep::testing {
+namespace {
+
+// Targets equal to ignore_index do not count: every device count and both paths give the
+// gradient of the mean over the counted targets (the 1-device plain model's).
+TEST(DataParallel, IgnoredTargetsWeightChunksByWhatTheyCount) {
+  manual_seed(21);
+  auto base = std::make_shared<nn::Linear>(5, 3);
+  Tensor x = randn({10, 5});
+  Tensor y = tensor(std::vector<std::int64_t>{0, -100, 2, -100, -100, -100, 1, 2, -100, 0});
+  auto ref = std::static_pointer_cast<nn::Linear>(base->clone());
+  nn::CrossEntropyLoss ce;
+  Tensor ref_loss = ce(ref->forward(x), y);
+  ref_loss.backward();
+  for (bool deterministic : {false, true})
+    for (int n : {1, 2, 3, 4}) {
+      for (bool reducer : {false, true}) {
+        auto model = std::static_pointer_cast<nn::Linear>(base->clone());
+        auto o = opts(deterministic);
+        o.shard_size = 2;
+        nn::DataParallel dp(model, cpus(n), std::nullopt, o);
+        double loss = reducer ? dp.forward_backward(x, y, ce).item()
+                              : [&] {
+                                  Tensor l = ce(dp.forward(x), y);
+                                  l.backward();
+                                  return l.item();
+                                }();
+        EXPECT_TRUE(allclose(loss, ref_loss.item())) << n << " devices " << reducer;
+        EXPECT_TRUE(AllClose(model->weight.grad(), ref->weight.grad())) << n << " devices " << reducer;
+      }
+    }
+  // everything ignored: NaN loss, as PyTorch's mean over nothing
+  nn::DataParallel dp(std::static_pointer_cast<nn::Linear>(base->clone()), cpus(2), std::nullopt,
+                      opts());
+  Tensor all_ignored = full({4}, -100, kInt64);
+  EXPECT_TRUE(std::isnan(dp.forward_backward(x.narrow(0, 0, 4), all_ignored, ce).item()));
+}
+
+TEST(DataParallel, RetainGraphReachesTheReplicas) {
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  nn::DataParallel dp(model, cpus(2), std::nullopt, opts());
+  Tensor loss = dp.forward(randn({4, 3})).sum();
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  Tensor once = model->weight.grad().clone();
+  loss.backward();
+  EXPECT_TRUE(AllClose(model->weight.grad(), mul(once, 2.0)));
+}
+
+TEST(DataParallel, OutputDeviceNeedNotBeCpu0) {
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  nn::DataParallel dp(model, {cpu(2), cpu(1)}, std::nullopt, opts());
+  EXPECT_EQ(dp.output_device(), cpu(2));
+  Tensor x = randn({5, 3});
+  Tensor y = randint(0, 2, {5});
+  dp.forward_backward(x, y, nn::CrossEntropyLoss());
+  EXPECT_EQ(model->weight.grad().device(), cpu(2));
+  Tensor out = dp.forward(x);
+  EXPECT_EQ(out.device(), cpu(2));
+  EXPECT_THROW(nn::CrossEntropyLoss()(out, y), DeviceError);  // labels must follow (as PyTorch)
+  EXPECT_NO_THROW(nn::CrossEntropyLoss()(out, y.to(cpu(2))));
+}
+
+TEST(DataParallel, NonStandardExceptionsReachTheCallerAsErrors) {
+  struct Thrower : nn::Cloneable<Thrower> {
+    Thrower() { reset(); }
+    void reset() override { register_parameter("w", ones({1})); }
+    Tensor forward(const Tensor&) override { throw 42; }
+  };
+  nn::DataParallel dp(std::make_shared<Thrower>(), cpus(2), std::nullopt, opts());
+  try {
+    dp.forward(randn({4, 1}));
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu:0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DataParallel, AmbiguousPrefixedKeysAreRejected) {
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  nn::DataParallel dp(model, cpus(2), std::nullopt, opts());
+  StateDict sd = dp.state_dict();
+  sd.insert("module.weight", model->weight.clone());
+  EXPECT_THROW(dp.load_state_dict(sd), StateDictError);
+}
+
+}  // namespace
+}  // namespace lockstep::testing
+
+namespace lockstep::testing {
+namespace {
+
+TEST(DataParallel, ReplacedParameterDataIsPickedUpMovedOneIsAnError) {
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  nn::DataParallel dp(model, cpus(2), std::nullopt, opts());
+  Tensor x = randn({4, 3});
+  Tensor fresh = randn({2, 3});
+  model->weight.set_data(fresh.clone());  // PyTorch's `param.data = ...`
+  Tensor out = dp.forward(x);
+  Tensor want = model->forward(x);
+  EXPECT_TRUE(AllClose(out, want));
+  out.sum().backward();
+  EXPECT_TRUE(model->weight.grad().defined());
+  model->to(cpu(1));
+  EXPECT_THROW(dp.forward(x), ValueError);
+}
+
+}  // namespace
+}  // namespace lockstep::testing

@@ -118,4 +118,8 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
 /// Runs backward from `root` with initial gradient `grad` (same shape as root).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
+/// Inside a node's apply(): whether the backward running it was asked to retain the graph
+/// (nodes that run nested backward passes, like DataParallel's, pass it on).
+bool retain_graph_requested();
+
 }  // namespace lockstep::autograd

@@ -15,7 +15,8 @@ namespace lockstep::optim {
 
 class Optimizer {
  public:
-  /// Throws ValueError for an empty parameter list or a parameter that does not require grad.
+  /// Throws ValueError for an empty parameter list or an undefined parameter. A parameter that
+  /// does not require grad is accepted and, never having a gradient, never updated (as PyTorch).
   explicit Optimizer(std::vector<Tensor> params);
   virtual ~Optimizer() = default;
 

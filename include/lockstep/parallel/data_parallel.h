@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "lockstep/dist/process_group.h"
+#include "lockstep/nn/loss.h"
 #include "lockstep/nn/module.h"
 #include "lockstep/parallel/flat_buffer.h"
 #include "lockstep/parallel/gradient_reducer.h"
@@ -49,6 +50,11 @@ struct DataParallelOptions {
 /// Loss of one replica's chunk: (output [b_k, ...], target [b_k, ...]) -> mean loss (0-d).
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
 
+/// How many terms a chunk's mean loss averages over, from its target (default: its rows). The
+/// reducer path weights chunk k's loss by count_k / Σ count, so the weighted sum is the mean
+/// over the global batch also when some targets are ignored.
+using LossCount = std::function<std::int64_t(const Tensor& target)>;
+
 /// Default devices: one CPU device per usable core (cpu:0 ... cpu:C-1); GPUs come with the
 /// CUDA backend.
 std::vector<Device> default_devices();
@@ -63,8 +69,8 @@ class DataParallel : public nn::Module {
   /// nn::Sequential) on `device_ids` (default: default_devices()), gathering on `output_device`
   /// (default device_ids[0]). The module's parameters move into one flat buffer in place, so
   /// optimizers built before or after wrapping hold the same tensors. Throws ValueError for no
-  /// devices or a duplicate, DeviceError for an unavailable one, Error if the module cannot be
-  /// cloned.
+  /// devices listed twice, DeviceError for an unavailable one, Error if the module cannot be
+  /// cloned. An empty `device_ids` means default_devices().
   explicit DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> device_ids = {},
                         std::optional<Device> output_device = std::nullopt,
                         DataParallelOptions options = {});
@@ -74,11 +80,17 @@ class DataParallel : public nn::Module {
   /// Errors raised inside a replica reach the caller as the same type, prefixed with the device.
   Tensor forward(const Tensor& input) override;
 
-  /// The reducer path: runs forward, loss_fn(output_k, target_k) · b_k / B and backward on every
-  /// replica, all-reduces the gradients and adds them into the wrapped module's .grad (creating
-  /// it where none). Returns the mean loss over the global batch (0-d, no graph). ShapeError when
-  /// input and target disagree on dim 0.
-  Tensor forward_backward(const Tensor& input, const Tensor& target, const LossFn& loss_fn);
+  /// The reducer path: runs forward, loss_fn(output_k, target_k) · w_k and backward on every
+  /// replica (w_k = count_k / Σ count, count_k = b_k unless `count` says otherwise), all-reduces
+  /// the gradients and adds them into the wrapped module's .grad (creating it where none).
+  /// Returns the mean loss over the global batch (0-d, no graph; NaN when nothing counts, as
+  /// PyTorch's mean over no elements). ShapeError when input and target disagree on dim 0 or the
+  /// loss is not a scalar; AutogradError when the loss does not depend on the parameters.
+  Tensor forward_backward(const Tensor& input, const Tensor& target, const LossFn& loss_fn,
+                          const LossCount& count = {});
+  /// CrossEntropyLoss: chunks are weighted by their targets that are not ignore_index.
+  Tensor forward_backward(const Tensor& input, const Tensor& target,
+                          const nn::CrossEntropyLoss& loss);
 
   std::shared_ptr<nn::Module> module() const { return module_; }
   const std::vector<Device>& device_ids() const { return devices_; }
@@ -116,6 +128,10 @@ class DataParallel : public nn::Module {
   // error (in device order) with the device named.
   void run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f);
   void sync_replica(std::size_t k);
+  // Before each step: a master parameter whose data was replaced (`set_data`, PyTorch's
+  // `param.data = ...`) is copied back into the flat buffer; one moved to another device or
+  // reshaped is an error.
+  void check_master();
   std::vector<Shard> shards(std::int64_t batch) const;
   std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t nshards) const;
   Plan plan(std::int64_t batch) const;
@@ -126,7 +142,12 @@ class DataParallel : public nn::Module {
   // returns, per parameter, whether any piece produced a gradient.
   std::vector<char> reduce_slots(const Tensor& slots, const std::vector<std::vector<char>>& had);
   Tensor forward_backward_deterministic(const Tensor& input, const Tensor& target,
-                                        const LossFn& loss_fn);
+                                        const LossFn& loss_fn, const LossCount& count);
+  // Per-piece loss weights count_s / Σ count; *empty when nothing counts.
+  std::vector<double> loss_weights(const std::vector<Shard>& pieces, const Tensor& target,
+                                   const LossCount& count, bool* empty) const;
+  // Backward of loss · weight, with the checks forward_backward documents.
+  void backward_weighted(const Tensor& loss, double weight) const;
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
 
   std::shared_ptr<nn::Module> module_;

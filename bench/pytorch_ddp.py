@@ -9,7 +9,12 @@ Workloads (the same as bench/workloads.h, synthetic data, one fixed batch per pr
 
 Configurations, each in its own process(es), OPENBLAS_NUM_THREADS set before torch is imported:
   single/threads:1   one process, torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1
-  single/threads:2   one process, torch.set_num_threads(2), OPENBLAS_NUM_THREADS unset
+  single/threads:2   one process, torch.set_num_threads(2), OPENBLAS_NUM_THREADS=1 (PyTorch's
+                     fastest MLP configuration in bench/RESULTS.md, issue 2)
+  single/openblas:2  one process, torch.set_num_threads(1), OPENBLAS_NUM_THREADS=2 (GEMMs on
+                     both cores through OpenBLAS's threads)
+  (torch threads 2 with OpenBLAS's default of 2 threads oversubscribes the 2 cores, 4 busy
+  threads: ~9 ms per MLP step here, so it is not measured.)
   ddp2               torch.nn.parallel.DistributedDataParallel, gloo backend, 2 processes
                      started with torch.multiprocessing.spawn, MASTER_ADDR=127.0.0.1, each
                      torch.set_num_threads(1) with OPENBLAS_NUM_THREADS=1; the global batch is
@@ -26,6 +31,7 @@ Output (stdout), one record per line:
 """
 import argparse
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -89,9 +95,10 @@ def single(args):
             for _ in range(iters):
                 step()
             best = min(best, (time.perf_counter() - t0) / iters)
-        print(f"RESULT workload={w} config=single/threads:{args.threads} "
+        print(f"RESULT workload={w} config={args.label} "
               f"us_per_step={best * 1e6:.3f} samples_per_s={BATCH[w] / best:.1f} "
-              f"torch_threads={torch.get_num_threads()}", flush=True)
+              f"torch_threads={torch.get_num_threads()} "
+              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}", flush=True)
 
 
 def ddp_worker(rank, world, port, args):
@@ -133,7 +140,12 @@ def ddp_worker(rank, world, port, args):
                   f"torch_threads={torch.get_num_threads()} backend={dist.get_backend()}",
                   flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    # Leave without running destructors: in PyTorch 1.13, ~ProcessGroupGloo (run when the last
+    # DDP Reducer goes away) joins gloo's worker thread while holding the GIL, and that thread
+    # may be freeing a tensor that needs the GIL: the process then hangs at exit (seen here).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def ddp(args):
@@ -149,8 +161,10 @@ def main():
     ap.add_argument("--min-time", type=float, default=0.6, help="seconds per measurement")
     ap.add_argument("--repeats", type=int, default=3, help="timed rounds; the best is kept")
     ap.add_argument("--workloads", default="ref,mlp")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per configuration")
     ap.add_argument("--mode", choices=["all", "single", "ddp"], default="all", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--label", default="single", help=argparse.SUPPRESS)
     ap.add_argument("--world", type=int, default=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.workloads = args.workloads.split(",")
@@ -167,16 +181,26 @@ def main():
           f"default_torch_threads={torch.get_num_threads()}", flush=True)
     common = [sys.executable, os.path.abspath(__file__), "--min-time", str(args.min_time),
               "--repeats", str(args.repeats), "--workloads", ",".join(args.workloads)]
-    runs = [(["--mode", "single", "--threads", "1"], "1"),
-            (["--mode", "single", "--threads", "2"], None),
+    runs = [(["--mode", "single", "--threads", "1", "--label", "single/threads:1"], "1"),
+            (["--mode", "single", "--threads", "2", "--label", "single/threads:2"], "1"),
+            (["--mode", "single", "--threads", "1", "--label", "single/openblas:2"], "2"),
             (["--mode", "ddp", "--world", "2"], "1")]
     for extra, ob in runs:
         env = dict(os.environ)
         env.pop("OPENBLAS_NUM_THREADS", None)
         if ob is not None:
             env["OPENBLAS_NUM_THREADS"] = ob
-        out = subprocess.run(common + extra, env=env, check=True, stdout=subprocess.PIPE,
-                             text=True).stdout
+        # Own session, so that a hang (DDP rendezvous, teardown) can be killed with its children.
+        proc = subprocess.Popen(common + extra, env=env, stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            print(f"ERROR {' '.join(extra)} did not finish in {args.timeout} s; killed", flush=True)
+        if proc.returncode not in (0, -signal.SIGKILL):
+            print(f"ERROR {' '.join(extra)} exited with status {proc.returncode}", flush=True)
         for line in out.splitlines():
             if line.startswith(("RESULT", "INFO")):
                 print(line, flush=True)

@@ -55,4 +55,19 @@ class AutogradError : public Error {
   using Error::Error;
 };
 
+/// A file that cannot be opened, read, written or renamed (missing, a directory, no permission,
+/// disk full). The message names the path and the system's reason.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A file whose contents are malformed: wrong magic or dimensions, truncated or corrupt data, a
+/// ragged CSV row, a non-numeric/NaN/Inf value, a label that is negative, fractional or out of
+/// range. The message names the file and, for text formats, the line (1-based).
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace lockstep

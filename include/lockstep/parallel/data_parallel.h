@@ -101,6 +101,19 @@ class DataParallel : public nn::Module {
   /// Parameter bytes copied to replicas plus gradient bytes reduced in the last step.
   std::int64_t bytes_moved_last_step() const { return bytes_moved_; }
 
+  /// The step counter that keys dropout masks by (options.seed, step, global sample index).
+  /// It starts at 0 and increases by one on every forward_backward() call (reducer path and
+  /// deterministic mode alike, also for an empty batch, counted once its input and
+  /// wrapped-parameter checks pass, even if the step then fails) and on every forward() call while
+  /// the wrapper is in training mode (grad mode does not matter); forward() in eval mode uses the
+  /// current value without increasing it. A call's masks use the value before its increase, so
+  /// after n training steps step_count() is n and the next step uses key n.
+  std::uint64_t step_count() const { return step_; }
+  /// Sets the counter, e.g. to the step_count() saved in a checkpoint: a wrapper restored with
+  /// the same parameters, options and devices then draws the same dropout masks as the original
+  /// run, so resumed training is bit-identical to an uninterrupted one.
+  void set_step_count(std::uint64_t step) { step_ = step; }
+
   std::string name() const override { return "DataParallel"; }
   // The wrapped module's names, with no "module." prefix.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const override;

@@ -1,11 +1,6 @@
 // Numeric CSV reader (features + one integer label column). Syntax: see csv.h.
 #include "lockstep/data/csv.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -15,37 +10,11 @@
 #include <vector>
 
 #include "lockstep/core/error.h"
+#include "lockstep/io/atomic_file.h"
 
 namespace lockstep::data {
 
 namespace {
-
-// The whole file as bytes; IoError naming the path and the system's reason otherwise.
-// (Same contract as io::read_file; kept local so the readers do not depend on the io module.)
-std::string read_whole_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw IoError("cannot stat '" + path + "': " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw IoError("cannot read '" + path + "': is a directory");
-  std::string out;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw IoError("cannot read '" + path + "': " + std::strerror(errno));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
-}
 
 bool is_blank_char(char c) { return c == ' ' || c == '\t'; }
 
@@ -243,7 +212,7 @@ LabeledData parse_csv(std::string_view text, const std::string& name, const CsvO
 }
 
 LabeledData read_csv(const std::string& path, const CsvOptions& options) {
-  return parse_csv(read_whole_file(path), path, options);
+  return parse_csv(io::read_file(path), path, options);
 }
 
 }  // namespace lockstep::data

@@ -1,13 +1,9 @@
 // MNIST IDX readers (format: http://yann.lecun.com/exdb/mnist/), with gzip via zlib.
 #include "lockstep/data/idx.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -16,37 +12,11 @@
 #include <vector>
 
 #include "lockstep/core/error.h"
+#include "lockstep/io/atomic_file.h"
 
 namespace lockstep::data {
 
 namespace {
-
-// The whole file as bytes; IoError naming the path and the system's reason otherwise.
-// (Same contract as io::read_file; kept local so the readers do not depend on the io module.)
-std::string read_whole_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw IoError("cannot stat '" + path + "': " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw IoError("cannot read '" + path + "': is a directory");
-  std::string out;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw IoError("cannot read '" + path + "': " + std::strerror(errno));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
-}
 
 bool is_gzip(std::string_view bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
@@ -276,11 +246,11 @@ Tensor parse_idx_labels(std::string_view bytes, const std::string& name) {
 }
 
 Tensor read_idx_images(const std::string& path) {
-  return parse_idx_images(read_whole_file(path), path);
+  return parse_idx_images(io::read_file(path), path);
 }
 
 Tensor read_idx_labels(const std::string& path) {
-  return parse_idx_labels(read_whole_file(path), path);
+  return parse_idx_labels(io::read_file(path), path);
 }
 
 LabeledData read_idx(const std::string& images_path, const std::string& labels_path) {

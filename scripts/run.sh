@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The main job: installs missing Debian packages, builds the `lockstep` CLI (Release, Ninja,
-# ccache) into build/, then runs `lockstep train` with any arguments given here, e.g.
+# The main job: installs missing Debian packages (Fashion-MNIST among them), builds the
+# `lockstep` CLI (Release, Ninja, ccache) into build/, then trains on Fashion-MNIST on every
+# available device (one CPU device per usable core):
 #
-#   scripts/run.sh                  # the reference workload, 10 epochs
-#   scripts/run.sh --epochs 3 --lr 0.05
+#   scripts/run.sh                  # lockstep train --data fashion-mnist --model mlp:784,256,10
+#                                   #   --optimizer adam --lr 0.001 --batch-size 64 --epochs 10
+#   scripts/run.sh --epochs 3 --devices cpu:0   # extra flags are appended; a repeated flag
+#                                               # takes the last value (here: 3 epochs, 1 device)
+# Any other job: build/lockstep train --help.
 #
 # Package and build messages go to stderr, so stdout carries only the training output.
 # Set LOCKSTEP_BUILD_DIR to build elsewhere.
@@ -20,4 +24,6 @@ generator=()
 cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >&2
 cmake --build "$BUILD_DIR" --target lockstep >&2
 
-exec "$BUILD_DIR/lockstep" train "$@"
+# The job's flags first, the caller's after them: a flag given again takes the caller's value.
+exec "$BUILD_DIR/lockstep" train --data fashion-mnist --model mlp:784,256,10 --optimizer adam \
+  --lr 0.001 --batch-size 64 --epochs 10 "$@"

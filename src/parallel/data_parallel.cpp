@@ -81,7 +81,7 @@ DataParallel::~DataParallel() {
 }
 
 void DataParallel::run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f) {
-  std::vector<std::future<void>> futures;
+  std::vector<TaskHandle> futures;
   for (std::size_t k = 0; k < n; ++k) futures.push_back(workers_[k]->submit([&f, k] { f(k); }));
   std::exception_ptr first;
   std::size_t first_k = 0;

@@ -18,21 +18,32 @@ DeviceWorker::~DeviceWorker() {
   thread_.join();
 }
 
-std::future<void> DeviceWorker::submit(std::function<void()> task) {
-  std::packaged_task<void()> pt(std::move(task));
-  auto fut = pt.get_future();
+void TaskHandle::get() {
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->done; });
+    error = std::move(state_->error);
+    state_->error = nullptr;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+TaskHandle DeviceWorker::submit(std::function<void()> task) {
+  TaskHandle handle;
+  handle.state_ = std::make_shared<TaskHandle::State>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(pt));
+    queue_.push_back(Task{std::move(task), handle.state_});
   }
   cv_.notify_one();
-  return fut;
+  return handle;
 }
 
 void DeviceWorker::loop() {
   set_num_threads(threads_);
   for (;;) {
-    std::packaged_task<void()> task;
+    Task task;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -40,7 +51,21 @@ void DeviceWorker::loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    // The exception is captured inside the handler but published only after the handler has
+    // ended, so this thread holds no reference to it any more when the waiter wakes.
+    std::exception_ptr error;
+    try {
+      task.fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    task.fn = nullptr;  // captured state is released here, before completion is signalled
+    {
+      std::lock_guard<std::mutex> lock(task.state->mu);
+      task.state->error = std::move(error);
+      task.state->done = true;
+    }
+    task.state->cv.notify_all();
   }
 }
 

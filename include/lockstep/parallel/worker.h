@@ -5,14 +5,36 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
-#include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "lockstep/core/device.h"
 
 namespace lockstep::parallel {
+
+/// Completion of one submitted task (what std::future<void> is for std::packaged_task). Unlike a
+/// packaged_task's shared state, the worker drops every reference to the task's exception before
+/// it signals completion, so the waiting thread is the exception's only owner: it is destroyed on
+/// the thread that handled it, never concurrently on the worker (ThreadSanitizer cannot see the
+/// uninstrumented reference counting of std::exception_ptr).
+class TaskHandle {
+ public:
+  /// Blocks until the task has run; rethrows the exception it threw, if any (once).
+  void get();
+
+ private:
+  friend class DeviceWorker;
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  std::shared_ptr<State> state_;
+};
 
 class DeviceWorker {
  public:
@@ -24,8 +46,8 @@ class DeviceWorker {
 
   Device device() const { return device_; }
   int intra_op_threads() const { return threads_; }
-  /// Queues `task`; the future becomes ready when it has run and rethrows its exception.
-  std::future<void> submit(std::function<void()> task);
+  /// Queues `task`; the handle's get() returns when it has run and rethrows its exception.
+  TaskHandle submit(std::function<void()> task);
 
  private:
   void loop();
@@ -33,7 +55,11 @@ class DeviceWorker {
   int threads_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::packaged_task<void()>> queue_;
+  struct Task {
+    std::function<void()> fn;
+    std::shared_ptr<TaskHandle::State> state;
+  };
+  std::deque<Task> queue_;
   bool stop_ = false;
   std::thread thread_;
 };

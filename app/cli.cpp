@@ -331,8 +331,7 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
   eval->add_option("--weights", e.weights,
                    "safetensors file with the model's state_dict (from --save, or PyTorch's)" +
                        dflt("none, required"))
-      ->type_name("FILE")
-      ->required();
+      ->type_name("FILE");
   for (CLI::Option* opt : eval->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   eval->footer(
@@ -388,7 +387,7 @@ std::string describe_parse_error(const CLI::ParseError& error, const CLI::App& a
                            : "unknown command " + single_quoted(rest.front()) +
                                  ": expected 'train' or 'eval'";
   } else if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr) {
-    message = what;  // "--weights is required"
+    message = what;  // a required option is missing
   } else if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr &&
              what.find("missing") != std::string::npos) {
     message = what.substr(0, what.find(':')) + ": expected a value";

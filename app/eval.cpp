@@ -13,6 +13,8 @@
 namespace lockstep::app {
 
 void run_eval(const EvalOptions& options, std::ostream& out) {
+  if (options.weights.empty())
+    throw ValueError("--weights FILE is required (see 'lockstep eval --help')");
   // --val-fraction 0 means "all the data": also the validation file when there is one.
   DataOptions data_options = options.data;
   const bool all = data_options.val_fraction && *data_options.val_fraction == 0.0;

@@ -57,7 +57,13 @@ void MetricsLog::start() {
         kept += line + "\n";
     }
   }
-  seams::write_file_atomic(path_, kept);
+  if (resumed_epochs_) {
+    seams::write_file_atomic(path_, kept);
+  } else {  // a fresh run starts the file anew
+    std::FILE* f = std::fopen(path_.c_str(), "wb");
+    if (f == nullptr || std::fclose(f) != 0)
+      throw IoError("--metrics " + path_ + ": cannot create: " + std::strerror(errno));
+  }
   started_ = true;
 }
 

@@ -15,7 +15,9 @@ PACKAGES=(
   libbenchmark-dev                          # bench/
   libcli11-dev                              # the lockstep CLI
   nlohmann-json3-dev                        # golden test data
-  libfmt-dev zlib1g-dev                     # formatting; .gz data files (later issues)
+  libfmt-dev zlib1g-dev                     # formatting; gzipped IDX files
+  dataset-fashion-mnist                     # the main job's data (/usr/share/datasets/fashion-mnist)
+  clang-14 libclang-rt-14-dev               # libFuzzer targets of the file readers (scripts/fuzz.sh)
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -1,5 +1,6 @@
 // DataParallel's training paths: the gather path (forward + DataParallelBackward), the reducer
 // path (forward_backward) and deterministic mode.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -224,8 +225,42 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   bool empty = false;
   const std::vector<double> weights = loss_weights(pieces, target, count, &empty);
   std::vector<double> losses(n, 0.0);
+  if (!require_sync_) {
+    // no_sync(): forward and backward on every replica, nothing reduced. Replica gradients are
+    // added into the local buffers only once every replica succeeded.
+    run_on_workers(n, [&](std::size_t k) {
+      clear_grads(*replicas_[k]);
+      if (weights[k] == 0) return;
+      sync_replica(k);
+      EnableGradGuard grad_on;
+      Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+      Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+      DropoutKeyGuard key({options_.seed, step, starts[k]});
+      Tensor loss = loss_fn(replicas_[k]->forward(x), y);
+      losses[k] = loss.item() * weights[k];
+      backward_weighted(loss, weights[k]);
+    });
+    if (local_grad_.empty()) {
+      for (std::size_t k = 0; k < n; ++k) {
+        local_grad_.push_back(zeros({master_.numel}, replica_flat_[k].buffer.options()));
+        local_has_.emplace_back(master_.params.size(), 0);
+      }
+    }
+    run_on_workers(n, [&](std::size_t k) { accumulate_local(k); });
+    local_pending_ = true;
+    bytes_moved_ = 0;
+    for (std::size_t k = 1; k < n; ++k)
+      if (sizes[k] > 0)
+        bytes_moved_ +=
+            master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+    double total = 0;
+    for (double l : losses) total += l;
+    return scalar_tensor(empty ? std::nan("") : total, master_.buffer.options());
+  }
+  const bool seed = local_pending_;
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
+    if (seed) seed_from_local(k);
     // A replica that fails still takes part in every remaining collective (contributing zeros),
     // so the others finish their step instead of waiting for it; then its error is rethrown.
     struct FinalizeOnError {
@@ -258,9 +293,23 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     bytes_moved_ += reducers_[k]->bytes_reduced();
   }
   std::vector<char> has(master_.params.size());
-  for (std::size_t j = 0; j < has.size(); ++j) has[j] = reducers_[0]->has_grad(j);
+  for (std::size_t j = 0; j < has.size(); ++j) {
+    has[j] = reducers_[0]->has_grad(j);
+    // A parameter with pending no_sync() gradients but none in this call: its bucket was still
+    // reduced (finalize reduces every bucket's whole range), the reducer just did not flag it.
+    if (seed)
+      for (std::size_t k = 0; k < n; ++k) has[j] = has[j] || local_has_[k][j];
+  }
   accumulate_master_grads(reducers_[0]->flat_grad(), has);
   for (std::size_t k = 0; k < n; ++k) clear_grads(*replicas_[k]);
+  if (seed) {
+    NoGradGuard no_grad;
+    for (std::size_t k = 0; k < n; ++k) {
+      local_grad_[k].zero_();
+      std::fill(local_has_[k].begin(), local_has_[k].end(), 0);
+    }
+    local_pending_ = false;
+  }
   double total = 0;
   for (double l : losses) total += l;
   return scalar_tensor(empty ? std::nan("") : total, master_.buffer.options());
@@ -280,6 +329,26 @@ void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
       dst.copy_(src);
       p.set_grad(dst);
     }
+  }
+}
+
+void DataParallel::accumulate_local(std::size_t k) {
+  NoGradGuard no_grad;
+  for (std::size_t j = 0; j < master_.params.size(); ++j) {
+    Tensor g = replica_flat_[k].params[j].grad();
+    if (!g.defined()) continue;
+    replica_flat_[k].view_of(local_grad_[k], j).add_(g.to(devices_[k]));
+    local_has_[k][j] = 1;
+  }
+  clear_grads(*replicas_[k]);
+}
+
+void DataParallel::seed_from_local(std::size_t k) {
+  NoGradGuard no_grad;
+  for (std::size_t j = 0; j < master_.params.size(); ++j) {
+    if (!local_has_[k][j]) continue;
+    Tensor g = replica_flat_[k].params[j].grad();  // the reducer's slice, zeroed by prepare()
+    if (g.defined()) g.add_(replica_flat_[k].view_of(local_grad_[k], j));
   }
 }
 

@@ -101,6 +101,55 @@ class DataParallel : public nn::Module {
   /// Parameter bytes copied to replicas plus gradient bytes reduced in the last step.
   std::int64_t bytes_moved_last_step() const { return bytes_moved_; }
 
+  /// The step counter that keys dropout masks by (options.seed, step, global sample index).
+  /// It starts at 0 and increases by one on every forward_backward() call (reducer path and
+  /// deterministic mode alike, also for an empty batch, counted once its input and
+  /// wrapped-parameter checks pass, even if the step then fails) and on every forward() call while
+  /// the wrapper is in training mode (grad mode does not matter); forward() in eval mode uses the
+  /// current value without increasing it. A call's masks use the value before its increase, so
+  /// after n training steps step_count() is n and the next step uses key n.
+  std::uint64_t step_count() const { return step_; }
+  /// Sets the counter, e.g. to the step_count() saved in a checkpoint: a wrapper restored with
+  /// the same parameters, options and devices then draws the same dropout masks as the original
+  /// run, so resumed training is bit-identical to an uninterrupted one.
+  void set_step_count(std::uint64_t step) { step_ = step; }
+
+  /// RAII guard returned by no_sync(); restores the previous setting when destroyed.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DataParallel& dp) : dp_(dp), prev_(dp.require_sync_) {
+      dp.require_sync_ = false;
+    }
+    ~NoSyncGuard() { dp_.require_sync_ = prev_; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DataParallel& dp_;
+    bool prev_;
+  };
+  /// torch.nn.parallel.DistributedDataParallel.no_sync(): while the returned guard lives,
+  /// forward_backward() runs forward and backward on every replica but does not reduce: each
+  /// replica adds its gradients into a local accumulation buffer (one flat buffer per replica,
+  /// allocated on first use), and the wrapped module's .grad is not touched. The first
+  /// forward_backward() outside the guard seeds its reduction with those buffers, so everything
+  /// accumulated is all-reduced once, together with its own gradients, and added into .grad.
+  /// The result is the sum of the calls' gradients, as K plain forward_backward() calls give
+  /// (allclose: the summation order differs). Use: K−1 calls inside the guard, the K-th outside.
+  ///   { auto guard = dp.no_sync(); dp.forward_backward(x1, y1, loss); }
+  ///   dp.forward_backward(x2, y2, loss);   // reduces the gradients of both batches
+  /// Each call's losses keep their own weights (count_k / Σ count of that call's batch) and its
+  /// return value is its own mean loss. Accumulated gradients stay pending until a synced
+  /// forward_backward(): zero_grad() and optimizer steps do not see or clear them. A call
+  /// inside the guard that throws adds nothing (the pending gradients are those of the calls
+  /// that succeeded). The gather path (forward() + backward()) ignores the guard and always
+  /// sums gradients into .grad. Deterministic mode: a documented no-op — every call reduces
+  /// with its fixed tree and adds into .grad, which keeps bit-identity across device counts
+  /// (bit-identical to K plain calls). Guards nest; the outermost one's end restores syncing.
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  /// False while a no_sync() guard lives (DDP's require_backward_grad_sync).
+  bool require_backward_grad_sync() const { return require_sync_; }
+
   std::string name() const override { return "DataParallel"; }
   // The wrapped module's names, with no "module." prefix.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const override;
@@ -149,6 +198,10 @@ class DataParallel : public nn::Module {
   // Backward of loss · weight, with the checks forward_backward documents.
   void backward_weighted(const Tensor& loss, double weight) const;
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
+  // no_sync(): adds replica k's gradients into its accumulation buffer and clears them.
+  void accumulate_local(std::size_t k);
+  // no_sync(): after reducers_[k]->prepare(), adds replica k's pending buffer into its .grad.
+  void seed_from_local(std::size_t k);
 
   std::shared_ptr<nn::Module> module_;
   std::vector<Device> devices_;
@@ -162,6 +215,12 @@ class DataParallel : public nn::Module {
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
   std::uint64_t step_ = 0;
+  // no_sync() state: whether forward_backward reduces, per-replica local gradient sums (flat,
+  // in the replica's layout) and which parameters they hold.
+  bool require_sync_ = true;
+  bool local_pending_ = false;
+  std::vector<Tensor> local_grad_;
+  std::vector<std::vector<char>> local_has_;
   std::int64_t bytes_moved_ = 0;
   // Graphs recorded by forward() hold a weak reference: a backward after the wrapper is gone
   // throws instead of touching freed replicas.

@@ -2,6 +2,7 @@
 // collective is a rendezvous: every rank publishes its buffer, then each rank reduces its own
 // slice of the elements across all ranks (in rank order) and writes the result into every rank's
 // buffer; no element is touched by two ranks, so no locking is needed beyond the two barriers.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -174,21 +175,49 @@ class ThreadGroup : public ProcessGroup {
     return {n * rank_ / size(), n * (rank_ + 1) / size()};
   }
 
+  // Reduces elements [lo, hi) across all ranks in rank order ((b0 op b1) op b2 ...) and writes
+  // the result into every rank's buffer. The op is a template parameter, not a per-element
+  // switch, so the loops vectorise; the common 2-rank case is one fused pass.
   template <class T>
   void reduce_slice(ReduceOp op, std::int64_t lo, std::int64_t hi) {
-    int n = size();
-    T* bufs[64];
-    std::vector<T*> big;
-    T** p = bufs;
-    if (n > 64) {
-      big.resize(static_cast<std::size_t>(n));
-      p = big.data();
+    switch (op) {
+      case ReduceOp::Sum:
+        return reduce_slice_with<T>([](T a, T b) { return a + b; }, lo, hi);
+      case ReduceOp::Max:
+        return reduce_slice_with<T>([](T a, T b) { return a > b ? a : b; }, lo, hi);
+      case ReduceOp::Min:
+        return reduce_slice_with<T>([](T a, T b) { return a < b ? a : b; }, lo, hi);
     }
-    for (int r = 0; r < n; ++r) p[r] = static_cast<T*>(s_->slots[r].data);
-    for (std::int64_t i = lo; i < hi; ++i) {
-      T acc = p[0][i];
-      for (int r = 1; r < n; ++r) acc = combine(op, acc, p[r][i]);
-      for (int r = 0; r < n; ++r) p[r][i] = acc;
+  }
+
+  template <class T, class Op>
+  void reduce_slice_with(Op op, std::int64_t lo, std::int64_t hi) {
+    const int n = size();
+    if (n == 1 || lo >= hi) return;
+    if (n == 2) {
+      T* __restrict a = static_cast<T*>(s_->slots[0].data);
+      T* __restrict b = static_cast<T*>(s_->slots[1].data);
+      for (std::int64_t i = lo; i < hi; ++i) {
+        T v = op(a[i], b[i]);
+        a[i] = v;
+        b[i] = v;
+      }
+      return;
+    }
+    // n > 2: accumulate a cache-sized block in rank order, then copy it to every rank.
+    constexpr std::int64_t kBlock = 1024;
+    T acc[kBlock];
+    for (std::int64_t i0 = lo; i0 < hi; i0 += kBlock) {
+      const std::int64_t m = std::min(kBlock, hi - i0);
+      const T* first = static_cast<const T*>(s_->slots[0].data) + i0;
+      for (std::int64_t j = 0; j < m; ++j) acc[j] = first[j];
+      for (int r = 1; r < n; ++r) {
+        const T* __restrict src = static_cast<const T*>(s_->slots[r].data) + i0;
+        for (std::int64_t j = 0; j < m; ++j) acc[j] = op(acc[j], src[j]);
+      }
+      for (int r = 0; r < n; ++r)
+        std::memcpy(static_cast<T*>(s_->slots[r].data) + i0, acc,
+                    static_cast<std::size_t>(m) * sizeof(T));
     }
   }
 

@@ -1,0 +1,121 @@
+#include "lockstep/optim/lr_scheduler.h"
+
+#include <cmath>
+#include <numbers>
+#include <string>
+
+namespace lockstep::optim {
+
+namespace {
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// The single element of state[key]; StateDictError when missing or not one element.
+const Tensor& single(const StateDict& state, const std::string& key) {
+  const Tensor* t = state.find(key);
+  if (t == nullptr) throw StateDictError("LRScheduler load_state_dict: missing key '" + key + "'");
+  if (!t->defined() || t->numel() != 1)
+    throw StateDictError("LRScheduler load_state_dict: key '" + key +
+                         "': expected a single-element tensor, got " +
+                         (t->defined() ? t->shape().str() : std::string("undefined")));
+  return *t;
+}
+
+double lr_value(const StateDict& state, const std::string& key) {
+  double v = single(state, key).item();
+  if (!std::isfinite(v) || v < 0)
+    throw StateDictError("LRScheduler load_state_dict: key '" + key + "': learning rate " + num(v) +
+                         " is negative or not finite");
+  return v;
+}
+
+}  // namespace
+
+LRScheduler::LRScheduler(Optimizer& optimizer)
+    : optimizer_(optimizer), base_lr_(optimizer.lr()), last_lr_(optimizer.lr()) {}
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  try {
+    optimizer_.set_lr(compute_lr());
+  } catch (...) {
+    --last_epoch_;  // a refused lr leaves the scheduler as it was
+    throw;
+  }
+  last_lr_ = optimizer_.lr();
+}
+
+StateDict LRScheduler::state_dict() const {
+  StateDict sd;
+  sd.insert("last_epoch", scalar_tensor(static_cast<double>(last_epoch_), kInt64));
+  sd.insert("base_lr", scalar_tensor(base_lr_, kFloat64));
+  sd.insert("last_lr", scalar_tensor(last_lr_, kFloat64));
+  return sd;
+}
+
+void LRScheduler::load_state_dict(const StateDict& state) {
+  for (const auto& [key, value] : state)
+    if (key != "last_epoch" && key != "base_lr" && key != "last_lr")
+      throw StateDictError("LRScheduler load_state_dict: unknown key '" + key +
+                           "' (expected last_epoch, base_lr, last_lr)");
+  const double epoch = single(state, "last_epoch").item();
+  if (!(epoch >= 0) || epoch != std::floor(epoch) || epoch > 9.0e15)
+    throw StateDictError("LRScheduler load_state_dict: key 'last_epoch': " + num(epoch) +
+                         " is not a non-negative integer");
+  const double base = lr_value(state, "base_lr");
+  const double last = lr_value(state, "last_lr");
+  optimizer_.set_lr(last);
+  last_epoch_ = static_cast<std::int64_t>(epoch);
+  base_lr_ = base;
+  last_lr_ = last;
+}
+
+// ---- StepLR ----------------------------------------------------------------------------------
+
+StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  if (step_size < 1)
+    throw ValueError("StepLR: step_size must be at least 1, got " + std::to_string(step_size));
+  if (!std::isfinite(gamma) || gamma < 0)
+    throw ValueError("StepLR: gamma must be finite and non-negative, got " + num(gamma));
+  initial_step();
+}
+
+double StepLR::compute_lr() {
+  const double lr = optimizer_.lr();
+  if (last_epoch_ == 0 || last_epoch_ % step_size_ != 0) return lr;
+  return lr * gamma_;
+}
+
+// ---- CosineAnnealingLR -----------------------------------------------------------------------
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, std::int64_t T_max, double eta_min)
+    : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
+  if (T_max < 1)
+    throw ValueError("CosineAnnealingLR: T_max must be at least 1, got " + std::to_string(T_max));
+  if (!std::isfinite(eta_min) || eta_min < 0)
+    throw ValueError("CosineAnnealingLR: eta_min must be finite and non-negative, got " +
+                     num(eta_min));
+  initial_step();
+}
+
+double CosineAnnealingLR::compute_lr() {
+  // Each expression keeps Python's evaluation order (left to right for * and /), so the result
+  // has the same rounding as PyTorch's get_lr().
+  constexpr double pi = std::numbers::pi;  // math.pi
+  const double lr = optimizer_.lr();
+  const auto e = static_cast<double>(last_epoch_);
+  const auto T = static_cast<double>(T_max_);
+  if (last_epoch_ == 0) return lr;
+  // Python's % differs from C++'s for negative operands, but both are 0 exactly when
+  // 2·T_max divides (e − 1 − T_max).
+  if ((last_epoch_ - 1 - T_max_) % (2 * T_max_) == 0)
+    return lr + (base_lr_ - eta_min_) * (1 - std::cos(pi / T)) / 2;
+  return (1 + std::cos(pi * e / T)) / (1 + std::cos(pi * (e - 1) / T)) * (lr - eta_min_) + eta_min_;
+}
+
+}  // namespace lockstep::optim

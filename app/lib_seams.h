@@ -1,8 +1,8 @@
 // TEMPORARY seam between the CLI and library pieces that are being built on other branches
-// (io: safetensors + atomic writes; readers: IDX + CSV; train: LR schedulers, clip_grad_norm_,
-// DataParallel::step_count). Each function forwards to the agreed API (notes/apis.md) when its
-// header is present in this build and otherwise throws lockstep::Error("... not built yet").
-// Removed once all three pieces are merged: the CLI then calls the library directly.
+// (io: safetensors + atomic writes; readers: IDX + CSV). Each function forwards to the agreed API
+// (notes/apis.md) when its header is present in this build and otherwise throws
+// lockstep::Error("... not built yet"). Removed once both pieces are merged: the CLI then calls the
+// library directly.
 #pragma once
 
 #include <cstdint>
@@ -50,26 +50,5 @@ Labeled read_idx(const std::string& images, const std::string& labels);
 std::pair<Labeled, Labeled> load_mnist_dir(const std::string& dir);
 /// data::kFashionMnistDir.
 std::string fashion_mnist_dir();
-
-/// optim::LRScheduler as the CLI uses it.
-class Scheduler {
- public:
-  virtual ~Scheduler() = default;
-  virtual void step() = 0;
-  virtual StateDict state_dict() const = 0;
-  virtual void load_state_dict(const StateDict& state) = 0;
-};
-/// optim::StepLR(optimizer, every, gamma).
-std::unique_ptr<Scheduler> make_step_lr(optim::Optimizer& optimizer, std::int64_t every,
-                                        double gamma);
-/// optim::CosineAnnealingLR(optimizer, t_max).
-std::unique_ptr<Scheduler> make_cosine_lr(optim::Optimizer& optimizer, std::int64_t t_max);
-
-/// nn::utils::clip_grad_norm_(parameters, max_norm).
-double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm);
-
-/// DataParallel::step_count / set_step_count.
-std::uint64_t step_count(const parallel::DataParallel& dp);
-void set_step_count(parallel::DataParallel& dp, std::uint64_t step);
 
 }  // namespace lockstep::app::seams

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "lockstep/core/error.h"
+
 namespace lockstep::app {
 
 LrSchedule parse_lr_schedule(const std::string& text) {
@@ -31,15 +33,16 @@ LrSchedule parse_lr_schedule(const std::string& text) {
   return s;
 }
 
-std::unique_ptr<seams::Scheduler> make_scheduler(const LrSchedule& schedule,
-                                                 optim::Optimizer& optimizer, std::int64_t epochs) {
+std::unique_ptr<optim::LRScheduler> make_scheduler(const LrSchedule& schedule,
+                                                   optim::Optimizer& optimizer,
+                                                   std::int64_t epochs) {
   switch (schedule.kind) {
     case LrSchedule::Kind::Constant:
       return nullptr;
     case LrSchedule::Kind::Step:
-      return seams::make_step_lr(optimizer, schedule.every, schedule.gamma);
+      return std::make_unique<optim::StepLR>(optimizer, schedule.every, schedule.gamma);
     case LrSchedule::Kind::Cosine:
-      return seams::make_cosine_lr(optimizer, epochs);
+      return std::make_unique<optim::CosineAnnealingLR>(optimizer, epochs);
   }
   return nullptr;
 }

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "lib_seams.h"
+#include "lockstep/optim/lr_scheduler.h"
 
 namespace lockstep::app {
 
@@ -23,7 +23,8 @@ LrSchedule parse_lr_schedule(const std::string& text);
 
 /// The scheduler for `schedule` over `optimizer` (nullptr for constant): StepLR(every, gamma),
 /// or CosineAnnealingLR(T_max = epochs, eta_min = 0). Stepped once after every epoch.
-std::unique_ptr<seams::Scheduler> make_scheduler(const LrSchedule& schedule,
-                                                 optim::Optimizer& optimizer, std::int64_t epochs);
+std::unique_ptr<optim::LRScheduler> make_scheduler(const LrSchedule& schedule,
+                                                   optim::Optimizer& optimizer,
+                                                   std::int64_t epochs);
 
 }  // namespace lockstep::app

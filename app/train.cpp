@@ -175,7 +175,7 @@ class Trainer {
   std::shared_ptr<nn::Sequential> model_;
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<seams::Scheduler> scheduler_;
+  std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsLog> metrics_;
@@ -239,7 +239,7 @@ void Trainer::resume_from_checkpoint() {
     throw StateDictError("--resume " + *path + ": " + e.what());
   }
   const TrainingPosition& p = c.position;
-  seams::set_step_count(*dp_, p.dp_step_count);
+  dp_->set_step_count(p.dp_step_count);
   default_generator().manual_seed(p.generator_seed);
   default_generator().set_offset(p.generator_offset);
   epochs_done_ = p.epochs_done;
@@ -254,7 +254,7 @@ TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_
   p.epochs_done = epochs_done;
   p.batch_in_epoch = batch_in_epoch;
   p.global_step = global_step_;
-  p.dp_step_count = seams::step_count(*dp_);
+  p.dp_step_count = dp_->step_count();
   p.epoch_loss_sum = batch_in_epoch == 0 ? 0.0 : epoch_loss_sum_;
   p.epoch_samples = batch_in_epoch == 0 ? 0 : epoch_samples_;
   p.generator_seed = default_generator().seed();
@@ -302,7 +302,16 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     const Tensor& x = it->data;
     const Tensor& y = it->target;
     if (b % k == 0) optimizer_->zero_grad();
-    const double loss = dp_->forward_backward(x, y, criterion_).item();
+    // Gradient accumulation: the group's last batch (the K-th, or the epoch's last) reduces the
+    // gradients of the whole group at once; the batches before it only accumulate (no_sync).
+    const bool step_now = (b + 1) % k == 0 || b + 1 == batches;
+    double loss = 0.0;
+    if (step_now) {
+      loss = dp_->forward_backward(x, y, criterion_).item();
+    } else {
+      auto no_sync = dp_->no_sync();
+      loss = dp_->forward_backward(x, y, criterion_).item();
+    }
     if (!std::isfinite(loss)) {
       progress_->clear();
       throw NonFiniteLossError("training loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") +
@@ -313,9 +322,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     }
     epoch_loss_sum_ += loss * static_cast<double>(x.size(0));
     epoch_samples_ += x.size(0);
-    if ((b + 1) % k != 0 && b + 1 != batches) continue;  // keep accumulating
+    if (!step_now) continue;
 
-    if (o_.clip_grad_norm) seams::clip_grad_norm(dp_->parameters(), *o_.clip_grad_norm);
+    if (o_.clip_grad_norm) nn::utils::clip_grad_norm_(dp_->parameters(), *o_.clip_grad_norm);
     optimizer_->step();
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));

@@ -122,13 +122,14 @@ TEST(CliTrain, MetricsFileHasOneJsonObjectPerEpoch) {
   TempDir dir;
   const std::string metrics = dir / "m.jsonl";
   write_text(metrics, "stale line from an earlier run\n");
-  RunResult r = lockstep({"train", "--epochs", "3", "--devices", "cpu:0,cpu:1", "--metrics",
-                          metrics, "--quiet"});
+  RunResult r = lockstep(
+      {"train", "--epochs", "3", "--devices", "cpu:0,cpu:1", "--metrics", metrics, "--quiet"});
   ASSERT_EQ(r.status, 0) << r.err;
   auto lines = lines_of(read_text(metrics));
   ASSERT_EQ(lines.size(), 3u);
-  const std::set<std::string> keys{"epoch",   "train_loss", "val_loss", "val_accuracy",
-                                   "samples_per_second", "seconds", "devices", "world_size"};
+  const std::set<std::string> keys{"epoch",        "train_loss",         "val_loss",
+                                   "val_accuracy", "samples_per_second", "seconds",
+                                   "devices",      "world_size"};
   for (std::size_t i = 0; i < lines.size(); ++i) {
     auto j = nlohmann::json::parse(lines[i]);
     std::set<std::string> got;
@@ -242,20 +243,33 @@ TEST(CliUsage, UnknownFlagOrCommand) {
 }
 
 TEST(CliUsage, BadValues) {
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--batch-size", "0"},      {"--lr", "-1"},
-           {"--lr", "nan"},            {"--epochs", "0"},
-           {"--epochs", "two"},        {"--seed", "-1"},
-           {"--epochs"},               {"--momentum", "inf"},
-           {"--dropout", "1"},         {"--val-fraction", "1"},
-           {"--accumulate-steps", "0"}, {"--clip-grad-norm", "0"},
-           {"--betas", "0.9"},         {"--betas", "0.9,1"},
-           {"--label-column", "x"},    {"--activation", "swish"},
-           {"--optimizer", "rmsprop"}, {"--model", "mlp:10,0,2"},
-           {"--model", "cnn:10,2"},    {"--model", "mlp:10"},
-           {"--data", "mnist"},        {"--data", "csv:"},
-           {"--data", "idx:a"},        {"--lr-schedule", "step:0:0.5"},
-           {"--lr-schedule", "linear"}, {"--lr-schedule", "step:2"}})
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--batch-size", "0"},
+                                             {"--lr", "-1"},
+                                             {"--lr", "nan"},
+                                             {"--epochs", "0"},
+                                             {"--epochs", "two"},
+                                             {"--seed", "-1"},
+                                             {"--epochs"},
+                                             {"--momentum", "inf"},
+                                             {"--dropout", "1"},
+                                             {"--val-fraction", "1"},
+                                             {"--accumulate-steps", "0"},
+                                             {"--clip-grad-norm", "0"},
+                                             {"--betas", "0.9"},
+                                             {"--betas", "0.9,1"},
+                                             {"--label-column", "x"},
+                                             {"--activation", "swish"},
+                                             {"--optimizer", "rmsprop"},
+                                             {"--model", "mlp:10,0,2"},
+                                             {"--model", "cnn:10,2"},
+                                             {"--model", "mlp:10"},
+                                             {"--data", "mnist"},
+                                             {"--data", "csv:"},
+                                             {"--data", "idx:a"},
+                                             {"--lr-schedule", "step:0:0.5"},
+                                             {"--lr-schedule", "linear"},
+                                             {"--lr-schedule", "step:2"}})
     expect_usage_error(std::vector<std::string>{"train"} + args, {args[0]});
 }
 
@@ -296,11 +310,12 @@ TEST(CliInfo, HelpDocumentsEveryFlagWithItsDefault) {
   EXPECT_NE(top.out.find("eval"), std::string::npos) << top.out;
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands{
       {"train",
-       {"--data", "--label-column", "--val-fraction", "--seed", "--model", "--activation",
-        "--dropout", "--optimizer", "--lr", "--momentum", "--dampening", "--nesterov",
-        "--weight-decay", "--betas", "--eps", "--lr-schedule", "--clip-grad-norm",
-        "--accumulate-steps", "--batch-size", "--epochs", "--no-shuffle", "--deterministic",
-        "--devices", "--init", "--save", "--checkpoint-dir", "--resume", "--metrics", "--quiet"}},
+       {"--data",           "--label-column",   "--val-fraction",     "--seed",       "--model",
+        "--activation",     "--dropout",        "--optimizer",        "--lr",         "--momentum",
+        "--dampening",      "--nesterov",       "--weight-decay",     "--betas",      "--eps",
+        "--lr-schedule",    "--clip-grad-norm", "--accumulate-steps", "--batch-size", "--epochs",
+        "--no-shuffle",     "--deterministic",  "--devices",          "--init",       "--save",
+        "--checkpoint-dir", "--resume",         "--metrics",          "--quiet"}},
       {"eval",
        {"--data", "--label-column", "--val-fraction", "--seed", "--model", "--activation",
         "--dropout", "--weights"}}};

@@ -14,6 +14,8 @@
 #include "lockstep/data/dataloader.h"
 #include "lockstep/data/dataset.h"
 #include "lockstep/data/sampler.h"
+#include "lockstep/io/atomic_file.h"
+#include "lockstep/io/safetensors.h"
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/dropout.h"
 #include "lockstep/nn/init.h"

@@ -1,0 +1,130 @@
+#include "lockstep/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "lockstep/core/error.h"
+
+namespace lockstep::io {
+namespace {
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+[[noreturn]] void throw_errno(const std::string& what, int err) {
+  throw IoError(what + ": " + std::strerror(err));
+}
+
+/// The directory holding `path` ("." for a bare file name, "/" for "/name").
+std::string parent_directory(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+/// A name no other writer (thread or process) picks: pid, a per-process counter and 64 random
+/// bits. O_EXCL makes a clash an error rather than a shared file.
+std::string temporary_name(const std::string& path) {
+  static std::atomic<std::uint64_t> counter{0};
+  thread_local std::mt19937_64 rng(
+      std::random_device{}() ^
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".tmp-%ld-%llx%llx", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(counter.fetch_add(1)),
+                static_cast<unsigned long long>(rng()));
+  return path + suffix;
+}
+
+/// Closes `fd` once; errors from an explicit close() are reported by the caller.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  /// close(2)'s errno, or 0.
+  int close() {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+bool is_temporary_file(const std::string& filename) {
+  return filename.find(".tmp-") != std::string::npos;
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  if (path.empty()) throw IoError("write_file_atomic: empty path");
+  const std::string tmp = temporary_name(path);
+  const std::string where = "write_file_atomic: " + quoted(path);
+  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  if (fd.get() < 0) throw_errno(where + ": cannot create temporary file " + quoted(tmp), errno);
+  // From here on every failure removes the temporary before throwing.
+  auto fail = [&](const std::string& what, int err) {
+    ::unlink(tmp.c_str());
+    throw_errno(where + ": " + what, err);
+  };
+  const char* p = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd.get(), p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write temporary file " + quoted(tmp), errno);
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) fail("cannot fsync temporary file " + quoted(tmp), errno);
+  if (const int err = fd.close(); err != 0) fail("cannot close temporary file " + quoted(tmp), err);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    fail("cannot rename " + quoted(tmp) + " over it", errno);
+
+  const std::string dir = parent_directory(path);
+  FileDescriptor dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd.get() < 0) throw_errno(where + ": cannot open directory " + quoted(dir), errno);
+  if (::fsync(dfd.get()) != 0 && errno != EINVAL && errno != ENOTSUP)
+    throw_errno(where + ": cannot fsync directory " + quoted(dir), errno);
+}
+
+std::string read_file(const std::string& path) {
+  const std::string where = "read_file: " + quoted(path);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno(where + ": cannot open", errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_errno(where + ": cannot stat", errno);
+  if (S_ISDIR(st.st_mode)) throw_errno(where + ": cannot read", EISDIR);
+  std::string out;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(where + ": cannot read", errno);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+}  // namespace lockstep::io

@@ -10,8 +10,9 @@
 #include <regex>
 #include <system_error>
 
-#include "lib_seams.h"
 #include "lockstep/core/error.h"
+#include "lockstep/io/atomic_file.h"
+#include "lockstep/io/safetensors.h"
 
 namespace lockstep::app {
 namespace {
@@ -90,7 +91,7 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw IoError("--checkpoint-dir " + dir + ": cannot create: " + ec.message());
-  seams::NamedTensors tensors;
+  safetensors::TensorList tensors;
   for (const auto& [name, t] : model) tensors.emplace_back(name, t);
   for (const auto& [name, t] : optimizer) tensors.emplace_back(kOptimizerPrefix + name, t);
   for (const auto& [name, t] : scheduler) tensors.emplace_back(kSchedulerPrefix + name, t);
@@ -108,7 +109,7 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
       {"flags", p.flags},
   };
   const std::string path = (fs::path(dir) / checkpoint_filename(p)).string();
-  seams::save_tensors(tensors, path, metadata);
+  safetensors::save_file(tensors, path, metadata);
   return path;
 }
 
@@ -120,7 +121,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
   std::string best_path;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (seams::is_temporary_file(name)) continue;
+    if (io::is_temporary_file(name)) continue;
     auto key = order_key(name);
     if (key && (!best || *key > *best)) best = key, best_path = it->path().string();
   }
@@ -130,7 +131,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
-  seams::TensorFile file = seams::load_tensors(path);
+  safetensors::File file = safetensors::load_file(path);
   const auto& md = file.metadata;
   auto format = md.find("format");
   if (format == md.end() || format->second != kFormat)

@@ -1,11 +1,6 @@
 // TEMPORARY: see lib_seams.h.
 #include "lib_seams.h"
 
-#if __has_include("lockstep/io/safetensors.h")
-#include "lockstep/io/atomic_file.h"
-#include "lockstep/io/safetensors.h"
-#define LOCKSTEP_APP_HAVE_IO 1
-#endif
 #if __has_include("lockstep/data/csv.h") && __has_include("lockstep/data/idx.h")
 #include "lockstep/data/csv.h"
 #include "lockstep/data/idx.h"
@@ -23,33 +18,6 @@ Labeled from(data::LabeledData d) { return {std::move(d.features), std::move(d.l
 #endif
 
 }  // namespace
-
-#ifdef LOCKSTEP_APP_HAVE_IO
-void save_tensors(const NamedTensors& tensors, const std::string& path,
-                  const std::map<std::string, std::string>& metadata) {
-  safetensors::save_file(tensors, path, metadata);
-}
-TensorFile load_tensors(const std::string& path) {
-  safetensors::File f = safetensors::load_file(path);
-  return {std::move(f.tensors), std::move(f.metadata)};
-}
-void write_file_atomic(const std::string& path, std::string_view bytes) {
-  io::write_file_atomic(path, bytes);
-}
-std::string read_file(const std::string& path) { return io::read_file(path); }
-bool is_temporary_file(const std::string& filename) { return io::is_temporary_file(filename); }
-#else
-void save_tensors(const NamedTensors&, const std::string&,
-                  const std::map<std::string, std::string>&) {
-  missing("safetensors writing");
-}
-TensorFile load_tensors(const std::string&) { missing("safetensors reading"); }
-void write_file_atomic(const std::string&, std::string_view) { missing("io::write_file_atomic"); }
-std::string read_file(const std::string&) { missing("io::read_file"); }
-bool is_temporary_file(const std::string& filename) {
-  return filename.find(".tmp-") != std::string::npos;
-}
-#endif
 
 #ifdef LOCKSTEP_APP_HAVE_READERS
 Labeled read_csv(const std::string& path, std::int64_t label_column) {

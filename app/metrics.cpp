@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "lib_seams.h"
 #include "lockstep/core/error.h"
+#include "lockstep/io/atomic_file.h"
 
 namespace lockstep::app {
 namespace {
@@ -58,7 +58,7 @@ void MetricsLog::start() {
     }
   }
   if (resumed_epochs_) {
-    seams::write_file_atomic(path_, kept);
+    io::write_file_atomic(path_, kept);
   } else {  // a fresh run starts the file anew
     std::FILE* f = std::fopen(path_.c_str(), "wb");
     if (f == nullptr || std::fclose(f) != 0)

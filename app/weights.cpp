@@ -1,20 +1,20 @@
 // Weights files (see weights.h).
 #include "weights.h"
 
-#include "lib_seams.h"
 #include "lockstep/core/error.h"
+#include "lockstep/io/safetensors.h"
 
 namespace lockstep::app {
 
 void load_weights(nn::Module& model, const std::string& path, const std::string& flag) {
   const std::string where = flag + " " + path + ": ";
-  seams::TensorFile file;
+  safetensors::File file;
   try {
-    file = seams::load_tensors(path);
+    file = safetensors::load_file(path);
   } catch (const IoError& e) {
-    throw IoError(flag + " " + e.what());
+    throw IoError(flag + ": " + e.what());
   } catch (const DataError& e) {
-    throw DataError(flag + " " + e.what());
+    throw DataError(flag + ": " + e.what());
   }
   StateDict state;
   for (const auto& [name, t] : file.tensors) {
@@ -31,9 +31,7 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
 }
 
 void save_weights(const nn::Module& model, const std::string& path) {
-  seams::NamedTensors tensors;
-  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
-  seams::save_tensors(tensors, path, {});
+  safetensors::save_state_dict(model.state_dict(), path);
 }
 
 }  // namespace lockstep::app

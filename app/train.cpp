@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <ostream>
 #include <string>
 
@@ -59,6 +60,19 @@ void check_combinations(const TrainOptions& o) {
         "parameters to start from)");
   if (o.resume && o.checkpoint_dir.empty())
     throw ValueError("--resume needs --checkpoint-dir DIR (where the checkpoints are)");
+}
+
+/// IoError unless `path` can be created: its directory exists and `path` is not a directory
+/// (checked before training, so a typo does not cost a whole run).
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw IoError(flag + " " + path + ": directory " + dir.string() + " does not exist");
+  if (fs::is_directory(p, ec)) throw IoError(flag + " " + path + ": is a directory");
 }
 
 /// The flags that shape the trajectory, one `--flag=value` per line: a checkpoint records them
@@ -188,6 +202,8 @@ class Trainer {
 
 void Trainer::setup() {
   check_combinations(o_);
+  check_output_path("--save", o_.save);
+  check_output_path("--metrics", o_.metrics);
   r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
   r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
   r_.schedule = parse_lr_schedule(o_.lr_schedule);

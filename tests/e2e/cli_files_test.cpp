@@ -43,6 +43,12 @@ TEST(CliFiles, SaveWritesExactlyTheStateDictAsFloat32) {
       (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias", "6.weight", "6.bias"}));
 }
 
+TEST(CliFiles, UnwritableOutputsAreRefusedBeforeTraining) {
+  TempDir dir;
+  expect_error({"train", "--save", dir / "no/such/dir/w"}, {"--save", "no/such/dir"});
+  expect_error({"train", "--metrics", dir.path().string()}, {"--metrics", "is a directory"});
+}
+
 TEST(CliFiles, SameFlagsTwiceGiveBitIdenticalWeights) {
   TempDir dir;
   const std::vector<std::string> args{

@@ -73,7 +73,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
       lr = value.item();
       continue;
     }
-    auto bad = [&](const std::string& why) {
+    auto bad = [&key = key](const std::string& why) {  // clang 14: no capture of bindings
       return StateDictError("optimizer load_state_dict: key '" + key + "': " + why);
     };
     if (key.rfind("state.", 0) != 0) throw bad("unknown key");

@@ -3,7 +3,8 @@
 
 #include <cmath>
 
-#include "lib_seams.h"
+#include "lockstep/data/csv.h"
+#include "lockstep/data/idx.h"
 #include "lockstep/lockstep.h"
 
 namespace lockstep::app {
@@ -59,7 +60,7 @@ DataSpec parse_data_spec(const std::string& text) {
     spec.kind = DataSpec::Kind::Synthetic;
   } else if (text == "fashion-mnist") {
     spec.kind = DataSpec::Kind::FashionMnist;
-    spec.paths = {seams::fashion_mnist_dir()};
+    spec.paths = {data::kFashionMnistDir};
   } else if (text.rfind("fashion-mnist:", 0) == 0) {
     spec.kind = DataSpec::Kind::FashionMnist;
     spec.paths = {text.substr(14)};
@@ -102,7 +103,7 @@ LoadedData load_data(const DataOptions& options) {
       d.synthetic = true;
       break;
     case DataSpec::Kind::FashionMnist: {
-      auto [train, test] = seams::load_mnist_dir(spec.paths[0]);
+      auto [train, test] = data::load_mnist_dir(spec.paths[0]);
       d.train_x = train.features, d.train_y = train.labels;
       d.val_x = test.features, d.val_y = test.labels;
       d.train_name = spec.paths[0] + " (train-*)";
@@ -110,22 +111,24 @@ LoadedData load_data(const DataOptions& options) {
       break;
     }
     case DataSpec::Kind::Idx: {
-      seams::Labeled train = seams::read_idx(spec.paths[0], spec.paths[1]);
+      data::LabeledData train = data::read_idx(spec.paths[0], spec.paths[1]);
       d.train_x = train.features, d.train_y = train.labels;
       d.train_name = spec.paths[0];
       if (spec.paths.size() == 4) {
-        seams::Labeled val = seams::read_idx(spec.paths[2], spec.paths[3]);
+        data::LabeledData val = data::read_idx(spec.paths[2], spec.paths[3]);
         d.val_x = val.features, d.val_y = val.labels;
         d.val_name = spec.paths[2];
       }
       break;
     }
     case DataSpec::Kind::Csv: {
-      seams::Labeled train = seams::read_csv(spec.paths[0], options.label_column);
+      data::LabeledData train =
+          data::read_csv(spec.paths[0], {.label_column = options.label_column});
       d.train_x = train.features, d.train_y = train.labels;
       d.train_name = spec.paths[0];
       if (spec.paths.size() == 2) {
-        seams::Labeled val = seams::read_csv(spec.paths[1], options.label_column);
+        data::LabeledData val =
+            data::read_csv(spec.paths[1], {.label_column = options.label_column});
         d.val_x = val.features, d.val_y = val.labels;
         d.val_name = spec.paths[1];
       }

@@ -12,7 +12,6 @@
 #include "data_source.h"
 #include "evaluate.h"
 #include "exit_status.h"
-#include "lib_seams.h"
 #include "lockstep/lockstep.h"
 #include "lr_schedule.h"
 #include "metrics.h"

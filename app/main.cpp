@@ -1,15 +1,31 @@
 // `lockstep`: the command-line entry point. Parses the command line (cli.h), runs the selected
-// job (train.h) and maps every outcome onto the exit-status convention:
-//   0  success (also --help and --version)
-//   1  the job failed: a lockstep::Error or another exception, reported as one stderr line
-//   2  the command line was wrong: unknown flag or command, bad or missing value
+// job (train.h, eval.h) and maps every outcome onto the exit statuses of exit_status.h, printing
+// exactly one `lockstep: error: ...` line on stderr for every failure.
+#include <csignal>
 #include <exception>
 #include <iostream>
 #include <new>
 #include <string>
 
 #include "cli.h"
+#include "eval.h"
+#include "exit_status.h"
+#include "signals.h"
 #include "train.h"
+
+namespace lockstep::app {
+
+int exit_status_for(const std::exception& error) {
+  if (auto* i = dynamic_cast<const Interrupted*>(&error)) return 128 + i->signal();
+  if (dynamic_cast<const NonFiniteLossError*>(&error)) return kExitNonFiniteLoss;
+  if (dynamic_cast<const IoError*>(&error) || dynamic_cast<const DataError*>(&error) ||
+      dynamic_cast<const ValueError*>(&error) || dynamic_cast<const StateDictError*>(&error) ||
+      dynamic_cast<const DeviceError*>(&error))
+    return kExitUsage;
+  return kExitFailure;
+}
+
+}  // namespace lockstep::app
 
 namespace {
 
@@ -32,30 +48,38 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   }
 }
 
-/// Runs the selected job; any exception becomes one stderr line and exit status 1.
+/// Runs the selected job; any exception becomes one stderr line and its exit status.
 int run_command(const CliOptions& options) {
   try {
     switch (options.command) {
       case Command::Train:
+        install_signal_handlers();
         run_train(options.train, std::cout);
-        if (!std::cout.flush()) {  // a full disk or a closed pipe must not look like success
-          print_error("cannot write to standard output");
-          return kExitFailure;
-        }
-        return kExitSuccess;
-      case Command::None:
         break;
+      case Command::Eval:
+        run_eval(options.eval, std::cout);
+        break;
+      case Command::None:
+        print_error("no command given (see 'lockstep --help')");
+        return kExitUsage;
     }
-    print_error("no command given (see 'lockstep --help')");
-    return kExitUsage;
-  } catch (const lockstep::Error& error) {
-    print_error(error.what());
+    if (!std::cout.flush()) {  // a full disk or a closed pipe must not look like success
+      print_error("cannot write to standard output");
+      return kExitFailure;
+    }
+    return kExitSuccess;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
+    return kExitFailure;
+  } catch (const lockstep::Error& error) {
+    std::cout.flush();
+    print_error(error.what());
+    return exit_status_for(error);
   } catch (const std::exception& error) {
+    std::cout.flush();
     print_error(std::string("internal error: ") + error.what());
+    return kExitFailure;
   }
-  return kExitFailure;
 }
 
 }  // namespace

@@ -1,104 +1,402 @@
-// `lockstep train`: the reference workload (see train.h), written to follow
-// examples/reference_classifier.cpp step for step so both print the same numbers.
+// `lockstep train` (see train.h).
 #include "train.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <ostream>
 #include <string>
+
+#include "checkpoint.h"
+#include "data_source.h"
+#include "evaluate.h"
+#include "exit_status.h"
+#include "lockstep/lockstep.h"
+#include "lr_schedule.h"
+#include "metrics.h"
+#include "model_spec.h"
+#include "progress.h"
+#include "signals.h"
+#include "weights.h"
 
 namespace lockstep::app {
 namespace {
 
-// Sizes of the reference workload (the PyTorch reference program; examples/reference_classifier).
-constexpr std::int64_t kRows = 1000;
-constexpr std::int64_t kFeatures = 10;
-constexpr std::int64_t kHidden = 5;
-constexpr std::int64_t kClasses = 2;
-constexpr std::int64_t kTrainRows = 800;
-constexpr std::int64_t kValRows = kRows - kTrainRows;
+using Clock = std::chrono::steady_clock;
 
-/// The reference data set, split into its training and validation rows.
-struct ReferenceData {
-  Tensor x_train, y_train;  // [800, 10] float32, [800] int64
-  Tensor x_val, y_val;      // [200, 10] float32, [200] int64
-};
-
-/// Draws the reference data from the default generator: features first, then labels, as the
-/// reference program does (torch.randn(1000, 10), then torch.randint(0, 2, (1000,))).
-ReferenceData make_reference_data() {
-  Tensor x = randn({kRows, kFeatures});
-  Tensor y = randint(0, kClasses, {kRows});
-  return {x.narrow(0, 0, kTrainRows), y.narrow(0, 0, kTrainRows),
-          x.narrow(0, kTrainRows, kValRows), y.narrow(0, kTrainRows, kValRows)};
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// One epoch line, formatted with printf's "%.4f" so it matches the reference program's output
-/// byte for byte.
-std::string epoch_line(std::int64_t epoch, double val_loss) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "Epoch %lld, Validation Loss: %.4f",
-                static_cast<long long>(epoch), val_loss);
+/// `v` with 17 significant digits: the same double always prints the same text.
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
+}
+
+/// The option values a run uses once the defaults that depend on other flags are filled in.
+struct Resolved {
+  double lr = 0.0, weight_decay = 0.0;
+  LrSchedule schedule;
+  MlpSpec model;
+  std::vector<Device> devices;
+};
+
+/// Refuses flag combinations that make no sense (ValueError naming the flags).
+void check_combinations(const TrainOptions& o) {
+  if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
+    throw ValueError("--optimizer: expected sgd, adam or adamw, got '" + o.optimizer + "'");
+  if (o.optimizer != "sgd" && !o.sgd_flags_given.empty())
+    throw ValueError(o.sgd_flags_given.front() + " applies to --optimizer sgd only (not " +
+                     o.optimizer + ")");
+  if (o.optimizer == "sgd" && !o.adam_flags_given.empty())
+    throw ValueError(o.adam_flags_given.front() + " applies to --optimizer adam and adamw only");
+  if (o.resume && !o.init.empty())
+    throw ValueError(
+        "--resume and --init cannot be used together (the checkpoint holds the "
+        "parameters to start from)");
+  if (o.resume && o.checkpoint_dir.empty())
+    throw ValueError("--resume needs --checkpoint-dir DIR (where the checkpoints are)");
+}
+
+/// IoError unless `path` can be created: its directory exists and `path` is not a directory
+/// (checked before training, so a typo does not cost a whole run).
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw IoError(flag + " " + path + ": directory " + dir.string() + " does not exist");
+  if (fs::is_directory(p, ec)) throw IoError(flag + " " + path + ": is a directory");
+}
+
+/// The flags that shape the trajectory, one `--flag=value` per line: a checkpoint records them
+/// and --resume refuses to continue under different ones. --epochs is part of it only for the
+/// cosine schedule (whose T_max it is); devices are not (a run may resume on other devices).
+std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
+  std::string f;
+  auto add = [&f](const std::string& flag, const std::string& value) {
+    f += flag + "=" + value + "\n";
+  };
+  add("--data", o.data.spec);
+  add("--label-column", std::to_string(o.data.label_column));
+  add("--val-fraction", o.data.val_fraction ? exact(*o.data.val_fraction) : "default");
+  add("--model", r.model.str());
+  add("--activation", o.model.activation);
+  add("--dropout", exact(o.model.dropout));
+  add("--optimizer", o.optimizer);
+  add("--lr", exact(r.lr));
+  add("--weight-decay", exact(r.weight_decay));
+  if (o.optimizer == "sgd") {
+    add("--momentum", exact(o.momentum));
+    add("--dampening", exact(o.dampening));
+    add("--nesterov", o.nesterov ? "on" : "off");
+  } else {
+    add("--betas", exact(o.beta1) + "," + exact(o.beta2));
+    add("--eps", exact(o.eps));
+  }
+  add("--lr-schedule", o.lr_schedule);
+  if (r.schedule.kind == LrSchedule::Kind::Cosine) add("--epochs", std::to_string(o.epochs));
+  add("--clip-grad-norm", o.clip_grad_norm ? exact(*o.clip_grad_norm) : "off");
+  add("--accumulate-steps", std::to_string(o.accumulate_steps));
+  add("--batch-size", std::to_string(o.batch_size));
+  add("--seed", std::to_string(o.data.seed));
+  add("--no-shuffle", o.no_shuffle ? "on" : "off");
+  add("--deterministic", o.deterministic ? "on" : "off");
+  return f;
+}
+
+/// ValueError naming the checkpoint and the first flag that differs.
+void check_same_flags(const std::string& saved, const std::string& now, const std::string& path) {
+  if (saved == now) return;
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::size_t pos = 0;
+    while (pos < s.size()) {
+      std::size_t nl = s.find('\n', pos);
+      if (nl == std::string::npos) nl = s.size();
+      v.push_back(s.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+    return v;
+  };
+  const auto a = lines(saved), b = lines(now);
+  std::string diff;
+  for (const std::string& line : b)
+    if (std::find(a.begin(), a.end(), line) == a.end()) {
+      const std::string key = line.substr(0, line.find('=') + 1);
+      std::string was = "(not set)";
+      for (const std::string& s : a)
+        if (s.rfind(key, 0) == 0) was = s;
+      diff = line + " but the checkpoint has " + was;
+      break;
+    }
+  if (diff.empty()) diff = "different flags";
+  throw ValueError("--resume: " + path + " was written with other training flags: " + diff);
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const Resolved& r,
+                                                 std::vector<Tensor> params) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGDOptions{.lr = r.lr,
+                                                          .momentum = o.momentum,
+                                                          .dampening = o.dampening,
+                                                          .weight_decay = r.weight_decay,
+                                                          .nesterov = o.nesterov});
+  if (o.optimizer == "adam")
+    return std::make_unique<optim::Adam>(std::move(params),
+                                         optim::AdamOptions{.lr = r.lr,
+                                                            .beta1 = o.beta1,
+                                                            .beta2 = o.beta2,
+                                                            .eps = o.eps,
+                                                            .weight_decay = r.weight_decay});
+  return std::make_unique<optim::AdamW>(std::move(params),
+                                        optim::AdamWOptions{.lr = r.lr,
+                                                            .beta1 = o.beta1,
+                                                            .beta2 = o.beta2,
+                                                            .eps = o.eps,
+                                                            .weight_decay = r.weight_decay});
+}
+
+/// One training run's mutable state.
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, std::ostream& out) : o_(options), out_(out) {}
+  void run();
+
+ private:
+  void setup();
+  void resume_from_checkpoint();
+  /// Trains epoch `epoch` (1-based) from batch `first_batch`; returns its stats.
+  EpochStats train_epoch(std::int64_t epoch, std::int64_t first_batch);
+  std::optional<EvalResult> validate();
+  TrainingPosition position(std::int64_t epochs_done, std::int64_t batch_in_epoch) const;
+  std::string write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch);
+  [[noreturn]] void interrupted(int signal, const std::string& where,
+                                const std::string& checkpoint);
+
+  const TrainOptions& o_;
+  std::ostream& out_;
+  Clock::time_point start_ = Clock::now();
+  Resolved r_;
+  LoadedData data_;
+  std::shared_ptr<nn::Sequential> model_;
+  std::unique_ptr<parallel::DataParallel> dp_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRScheduler> scheduler_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<MetricsLog> metrics_;
+  nn::CrossEntropyLoss criterion_;
+  std::string fingerprint_;
+  // Where training stands.
+  std::int64_t epochs_done_ = 0, resume_batch_ = 0, global_step_ = 0, epoch_samples_ = 0;
+  double epoch_loss_sum_ = 0.0;
+};
+
+void Trainer::setup() {
+  check_combinations(o_);
+  check_output_path("--save", o_.save);
+  check_output_path("--metrics", o_.metrics);
+  r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
+  r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
+  r_.schedule = parse_lr_schedule(o_.lr_schedule);
+  r_.devices = o_.devices.empty() ? parallel::default_devices() : o_.devices;
+  for (const Device& d : r_.devices) check_device_available(d);
+
+  // Data first, then the model: with synthetic data both come from the default generator in
+  // this order, as in the reference program.
+  manual_seed(o_.data.seed);
+  data_ = load_data(o_.data);
+  r_.model = o_.model.spec.empty()
+                 ? default_mlp_spec(data_.synthetic, data_.features, data_.classes)
+                 : parse_mlp_spec(o_.model.spec);
+  check_mlp_fits(r_.model, data_.features, data_.classes, data_.train_name);
+  model_ = make_mlp(r_.model, o_.model.activation, o_.model.dropout);
+  if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
+  fingerprint_ = flags_fingerprint(o_, r_);
+
+  parallel::DataParallelOptions dp_options;
+  dp_options.deterministic = o_.deterministic;
+  dp_options.seed = o_.data.seed;
+  dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
+  optimizer_ = make_optimizer(o_, r_, dp_->parameters());
+  scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
+  if (o_.resume) resume_from_checkpoint();
+
+  auto dataset = std::make_shared<data::TensorDataset>(data_.train_x, data_.train_y);
+  loader_ = std::make_unique<data::DataLoader>(dataset,
+                                               data::DataLoaderOptions{.batch_size = o_.batch_size,
+                                                                       .shuffle = !o_.no_shuffle,
+                                                                       .drop_last = false,
+                                                                       .seed = o_.data.seed});
+  progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
+  if (!o_.metrics.empty())
+    metrics_ = std::make_unique<MetricsLog>(
+        o_.metrics, o_.resume ? std::optional<std::int64_t>(epochs_done_) : std::nullopt);
+}
+
+void Trainer::resume_from_checkpoint() {
+  const std::optional<std::string> path = find_latest_checkpoint(o_.checkpoint_dir);
+  if (!path) throw ValueError("--resume: no checkpoint in " + o_.checkpoint_dir);
+  Checkpoint c = read_checkpoint(*path);
+  check_same_flags(c.position.flags, fingerprint_, *path);
+  try {
+    dp_->load_state_dict(c.model, /*strict=*/true);
+    optimizer_->load_state_dict(c.optimizer);
+    if (scheduler_) scheduler_->load_state_dict(c.scheduler);
+  } catch (const StateDictError& e) {
+    throw StateDictError("--resume " + *path + ": " + e.what());
+  }
+  const TrainingPosition& p = c.position;
+  dp_->set_step_count(p.dp_step_count);
+  default_generator().manual_seed(p.generator_seed);
+  default_generator().set_offset(p.generator_offset);
+  epochs_done_ = p.epochs_done;
+  resume_batch_ = p.batch_in_epoch;
+  global_step_ = p.global_step;
+  epoch_loss_sum_ = p.epoch_loss_sum;
+  epoch_samples_ = p.epoch_samples;
+}
+
+TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_in_epoch) const {
+  TrainingPosition p;
+  p.epochs_done = epochs_done;
+  p.batch_in_epoch = batch_in_epoch;
+  p.global_step = global_step_;
+  p.dp_step_count = dp_->step_count();
+  p.epoch_loss_sum = batch_in_epoch == 0 ? 0.0 : epoch_loss_sum_;
+  p.epoch_samples = batch_in_epoch == 0 ? 0 : epoch_samples_;
+  p.generator_seed = default_generator().seed();
+  p.generator_offset = default_generator().offset();
+  p.seed = o_.data.seed;
+  p.flags = fingerprint_;
+  return p;
+}
+
+std::string Trainer::write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch) {
+  return write_checkpoint(o_.checkpoint_dir, dp_->state_dict(), optimizer_->state_dict(),
+                          scheduler_ ? scheduler_->state_dict() : StateDict(),
+                          position(epochs_done, batch_in_epoch));
+}
+
+void Trainer::interrupted(int signal, const std::string& where, const std::string& checkpoint) {
+  progress_->clear();
+  std::string message = std::string("interrupted by ") + signal_name(signal) + " " + where;
+  message += checkpoint.empty() ? std::string("; no checkpoint written (no --checkpoint-dir)")
+                                : "; checkpoint " + checkpoint + " (continue with --resume)";
+  throw Interrupted(signal, message);
+}
+
+std::optional<EvalResult> Trainer::validate() {
+  if (!data_.has_validation()) return std::nullopt;
+  dp_->eval();
+  EvalResult r =
+      evaluate([this](const Tensor& x) { return dp_->forward(x); }, data_.val_x, data_.val_y);
+  dp_->train();
+  return r;
+}
+
+EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
+  const auto epoch_start = Clock::now();
+  const std::int64_t batches = loader_->size(), k = o_.accumulate_steps;
+  const std::int64_t total_samples = data_.train_x.size(0);
+  const std::int64_t samples_before = epoch_samples_;
+  loader_->set_epoch(epoch - 1);  // the shuffle of epoch e is keyed by (seed, e - 1)
+  dp_->train();
+  progress_->begin_epoch(epoch, batches, total_samples, first_batch, epoch_samples_);
+
+  std::int64_t b = 0;
+  for (auto it = loader_->begin(); it != loader_->end(); ++it, ++b) {
+    if (b < first_batch) continue;  // trained before the checkpoint this run resumed from
+    const Tensor& x = it->data;
+    const Tensor& y = it->target;
+    if (b % k == 0) optimizer_->zero_grad();
+    // Gradient accumulation: the group's last batch (the K-th, or the epoch's last) reduces the
+    // gradients of the whole group at once; the batches before it only accumulate (no_sync).
+    const bool step_now = (b + 1) % k == 0 || b + 1 == batches;
+    double loss = 0.0;
+    if (step_now) {
+      loss = dp_->forward_backward(x, y, criterion_).item();
+    } else {
+      auto no_sync = dp_->no_sync();
+      loss = dp_->forward_backward(x, y, criterion_).item();
+    }
+    if (!std::isfinite(loss)) {
+      progress_->clear();
+      throw NonFiniteLossError("training loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") +
+                               " at epoch " + std::to_string(epoch) + " step " +
+                               std::to_string(global_step_ + 1) + " (batch " +
+                               std::to_string(b + 1) + " of " + std::to_string(batches) +
+                               "); stopped before that step, no checkpoint written for it");
+    }
+    epoch_loss_sum_ += loss * static_cast<double>(x.size(0));
+    epoch_samples_ += x.size(0);
+    if (!step_now) continue;
+
+    if (o_.clip_grad_norm) nn::utils::clip_grad_norm_(dp_->parameters(), *o_.clip_grad_norm);
+    optimizer_->step();
+    ++global_step_;
+    progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
+    if (const int sig = pending_signal(); sig != 0 && b + 1 < batches) {
+      const std::string where = "in epoch " + std::to_string(epoch) + " after batch " +
+                                std::to_string(b + 1) + " of " + std::to_string(batches);
+      interrupted(sig, where,
+                  o_.checkpoint_dir.empty() ? "" : write_checkpoint_at(epoch - 1, b + 1));
+    }
+  }
+  const double train_seconds = seconds_since(epoch_start);
+  if (scheduler_) scheduler_->step();
+
+  EpochStats s;
+  s.epoch = epoch;
+  s.epochs = o_.epochs;
+  s.train_loss = epoch_loss_sum_ / static_cast<double>(epoch_samples_);
+  if (auto v = validate()) s.val_loss = v->loss, s.val_accuracy = v->accuracy;
+  s.samples_per_second =
+      train_seconds > 0 ? static_cast<double>(epoch_samples_ - samples_before) / train_seconds : 0;
+  s.seconds = seconds_since(epoch_start);
+  epoch_loss_sum_ = 0.0;
+  epoch_samples_ = 0;
+  return s;
+}
+
+void Trainer::run() {
+  setup();
+  std::optional<double> val_loss, val_accuracy;
+  for (std::int64_t epoch = epochs_done_ + 1; epoch <= o_.epochs; ++epoch) {
+    if (const int sig = pending_signal(); sig != 0)
+      interrupted(sig, "before epoch " + std::to_string(epoch), "");
+    const std::int64_t first_batch = epoch == epochs_done_ + 1 ? resume_batch_ : 0;
+    EpochStats s = train_epoch(epoch, first_batch);
+    val_loss = s.val_loss, val_accuracy = s.val_accuracy;
+    progress_->end_epoch(epoch_line(s));
+    if (metrics_) metrics_->append(s, r_.devices, /*world_size=*/1);
+    std::string checkpoint;
+    if (!o_.checkpoint_dir.empty()) checkpoint = write_checkpoint_at(epoch, 0);
+    if (const int sig = pending_signal(); sig != 0 && epoch < o_.epochs)
+      interrupted(sig, "at the end of epoch " + std::to_string(epoch), checkpoint);
+  }
+  const std::int64_t trained = std::max(o_.epochs, epochs_done_);
+  if (epochs_done_ >= o_.epochs) {  // resumed at or past --epochs: report the model as it is
+    if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
+  }
+  if (!o_.save.empty()) save_weights(*model_, o_.save);
+  out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices, 1)
+       << '\n'
+       << std::flush;
 }
 
 }  // namespace
 
-void validate(const TrainConfig& config) {
-  if (config.epochs < 1)
-    throw ValueError("train: epochs must be >= 1, got " + std::to_string(config.epochs));
-  if (config.batch_size < 1)
-    throw ValueError("train: batch_size must be >= 1, got " + std::to_string(config.batch_size));
-  if (!std::isfinite(config.lr) || config.lr < 0.0)
-    throw ValueError("train: lr must be finite and >= 0, got " + std::to_string(config.lr));
-}
-
-std::shared_ptr<nn::Sequential> make_reference_model() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(kFeatures, kHidden),
-      std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(kHidden, kClasses),
-  });
-}
-
-TrainSummary run_train(const TrainConfig& config, std::ostream& out) {
-  validate(config);
-
-  // Data first, then the model: both come from the default generator in this order.
-  manual_seed(config.seed);
-  ReferenceData data = make_reference_data();
-  auto model = make_reference_model();
-  parallel::DataParallelOptions dp_options;
-  dp_options.deterministic = config.deterministic;
-  dp_options.seed = config.seed;
-  nn::DataParallel dp(model, config.devices, std::nullopt, dp_options);
-
-  nn::CrossEntropyLoss criterion;
-  optim::SGD optimizer(dp.parameters(), {.lr = config.lr});
-  auto train_dataset = std::make_shared<data::TensorDataset>(data.x_train, data.y_train);
-  data::DataLoader train_loader(train_dataset, {.batch_size = config.batch_size});
-
-  TrainSummary summary;
-  summary.val_losses.reserve(static_cast<std::size_t>(config.epochs));
-  for (std::int64_t epoch = 0; epoch < config.epochs; ++epoch) {
-    dp.train();
-    for (const auto& [batch_x, batch_y] : train_loader) {
-      optimizer.zero_grad();
-      dp.forward_backward(batch_x, batch_y, criterion);  // the reducer path
-      optimizer.step();
-    }
-
-    // Validation loss over all 200 rows at once, in eval mode and without a graph.
-    dp.eval();
-    double val_loss = 0.0;
-    {
-      no_grad guard;
-      val_loss = criterion(dp.forward(data.x_val), data.y_val.to(dp.output_device())).item();
-    }
-    summary.val_losses.push_back(val_loss);
-    out << epoch_line(epoch + 1, val_loss) << '\n' << std::flush;
-  }
-  return summary;
+void run_train(const TrainOptions& options, std::ostream& out) {
+  Trainer trainer(options, out);
+  trainer.run();
 }
 
 }  // namespace lockstep::app

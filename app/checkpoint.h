@@ -1,0 +1,66 @@
+// Training checkpoints of `lockstep train --checkpoint-dir DIR`: safetensors files holding the
+// model's state_dict under its own names, the optimizer's under `optimizer.` + its names, the LR
+// scheduler's under `scheduler.` + its names, and the training position in `__metadata__`
+// (strings). Every file is written atomically (temporary file, fsync, rename), so a file with a
+// checkpoint name is always complete.
+//
+// Names: `epoch-0003.safetensors` after epoch 3 ended; `epoch-0004-batch-000120.safetensors`
+// when a run was interrupted (SIGINT/SIGTERM) after batch 120 of epoch 4. --resume continues
+// from the newest one, ordered by (complete epochs, batches into the next epoch).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lockstep/nn/state_dict.h"
+
+namespace lockstep::app {
+
+/// Where training stands, as stored in a checkpoint's metadata.
+struct TrainingPosition {
+  /// Epochs completed, and batches of epoch `epochs_done + 1` already trained (0 at an epoch
+  /// end; a multiple of --accumulate-steps otherwise).
+  std::int64_t epochs_done = 0, batch_in_epoch = 0;
+  /// Optimizer steps taken since the start of training.
+  std::int64_t global_step = 0;
+  /// parallel::DataParallel::step_count() (keys the dropout masks).
+  std::uint64_t dp_step_count = 0;
+  /// Sum over the current epoch's trained batches of (mean batch loss x batch size), and those
+  /// batches' samples: the epoch's train_loss continues from them after a mid-epoch resume.
+  double epoch_loss_sum = 0.0;
+  std::int64_t epoch_samples = 0;
+  /// Default generator state (seed, offset in 32-bit words) when the checkpoint was written.
+  std::uint64_t generator_seed = 0, generator_offset = 0;
+  /// --seed.
+  std::uint64_t seed = 0;
+  /// The flags that shape the trajectory, one `--flag=value` per line (see train.cpp).
+  std::string flags;
+};
+
+/// Everything a checkpoint holds.
+struct Checkpoint {
+  StateDict model, optimizer, scheduler;
+  TrainingPosition position;
+  std::string path;
+};
+
+/// "epoch-0003.safetensors" (epoch end) or "epoch-0004-batch-000120.safetensors" (mid-epoch).
+std::string checkpoint_filename(const TrainingPosition& position);
+
+/// Writes DIR/checkpoint_filename(position) atomically (creating DIR when missing) and returns
+/// its path. IoError naming the path when DIR cannot be created or the file written.
+std::string write_checkpoint(const std::string& dir, const StateDict& model,
+                             const StateDict& optimizer, const StateDict& scheduler,
+                             const TrainingPosition& position);
+
+/// The newest checkpoint in `dir` by (complete epochs, batches into the next epoch), ignoring
+/// temporary files (io::is_temporary_file) and every other name; unset when there is none.
+/// IoError naming `dir` when it cannot be listed.
+std::optional<std::string> find_latest_checkpoint(const std::string& dir);
+
+/// Reads a checkpoint. IoError (unreadable), DataError (malformed safetensors, or a missing or
+/// malformed metadata entry, naming the file and the key).
+Checkpoint read_checkpoint(const std::string& path);
+
+}  // namespace lockstep::app

@@ -1,0 +1,42 @@
+// `lockstep eval` (see eval.h).
+#include "eval.h"
+
+#include <cstdio>
+#include <ostream>
+
+#include "data_source.h"
+#include "evaluate.h"
+#include "lockstep/lockstep.h"
+#include "model_spec.h"
+#include "weights.h"
+
+namespace lockstep::app {
+
+void run_eval(const EvalOptions& options, std::ostream& out) {
+  if (options.weights.empty())
+    throw ValueError("--weights FILE is required (see 'lockstep eval --help')");
+  // --val-fraction 0 means "all the data": also the validation file when there is one.
+  DataOptions data_options = options.data;
+  const bool all = data_options.val_fraction && *data_options.val_fraction == 0.0;
+  if (all && parse_data_spec(data_options.spec).has_validation_part())
+    data_options.val_fraction.reset();
+  manual_seed(data_options.seed);
+  const LoadedData data = load_data(data_options);
+
+  const MlpSpec spec = options.model.spec.empty()
+                           ? default_mlp_spec(data.synthetic, data.features, data.classes)
+                           : parse_mlp_spec(options.model.spec);
+  check_mlp_fits(spec, data.features, data.classes, data.train_name);
+  auto model = make_mlp(spec, options.model.activation, options.model.dropout);
+  load_weights(*model, options.weights, "--weights");
+  model->eval();
+
+  Tensor x = data.val_x, y = data.val_y;
+  if (all || !data.has_validation()) all_rows(data, x, y);
+  const EvalResult r = evaluate([&model](const Tensor& in) { return model->forward(in); }, x, y);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "loss %.6f accuracy %.6f", r.loss, r.accuracy);
+  out << buf << '\n' << std::flush;
+}
+
+}  // namespace lockstep::app

@@ -1,0 +1,26 @@
+// Loss and accuracy of a classifier over a set of rows (validation after each epoch, and
+// `lockstep eval`).
+#pragma once
+
+#include <functional>
+
+#include "lockstep/core/tensor.h"
+
+namespace lockstep::app {
+
+struct EvalResult {
+  /// Mean cross-entropy over the rows (nn::CrossEntropyLoss, reduction mean).
+  double loss = 0.0;
+  /// Fraction of rows whose argmax over the logits (first index on ties) equals the label.
+  double accuracy = 0.0;
+};
+
+/// Runs `forward` (logits [n, C] for features [n, F]) under no_grad over x [N, F] float32 with
+/// labels y [N] int64, in chunks of at most 8192 rows; the loss is the chunks' mean losses
+/// weighted by their sizes (for N <= 8192 exactly CrossEntropyLoss over all rows at once, as the
+/// reference program computes its validation loss). Labels are moved to the logits' device.
+/// N must be >= 1. The caller puts the model in eval mode.
+EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const Tensor& x,
+                    const Tensor& y);
+
+}  // namespace lockstep::app

@@ -1,0 +1,93 @@
+// The values `lockstep train` and `lockstep eval` run with: plain structs filled in by the
+// command line (cli.h) and read by the jobs (train.h, eval.h). Defaults are the documented ones
+// (issue 4's flag table); a field that is std::optional is unset when the flag was not given and
+// its default depends on other flags.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/device.h"
+
+namespace lockstep::app {
+
+/// Where the data comes from and how it is split (--data, --label-column, --val-fraction).
+struct DataOptions {
+  /// `synthetic` | `fashion-mnist` | `fashion-mnist:DIR` | `idx:TI,TL[,VI,VL]` |
+  /// `csv:TRAIN[,VAL]` (see data_source.h).
+  std::string spec = "synthetic";
+  /// CSV label column, 0-based; negative counts from the end (-1: the last column).
+  std::int64_t label_column = -1;
+  /// Fraction of the rows held out at the end for validation when the data has no validation
+  /// part of its own (unset: 0.2). 0 turns validation off; with data that has a validation part,
+  /// only 0 (validation off) is accepted.
+  std::optional<double> val_fraction;
+  /// Seed of the default generator, which draws the synthetic data (and then the model).
+  std::uint64_t seed = 0;
+};
+
+/// The model (--model, --activation, --dropout).
+struct ModelOptions {
+  /// `mlp:IN,H1,...,OUT`; empty: `mlp:IN,5,C` for synthetic data, `mlp:IN,256,C` otherwise,
+  /// IN and C taken from the data.
+  std::string spec;
+  /// relu | tanh | sigmoid | gelu
+  std::string activation = "relu";
+  /// Dropout probability after each hidden activation; 0: no Dropout modules at all.
+  double dropout = 0.0;
+};
+
+/// Everything `lockstep train` needs.
+struct TrainOptions {
+  DataOptions data;
+  ModelOptions model;
+  /// sgd | adam | adamw
+  std::string optimizer = "sgd";
+  /// Unset: 0.01 for sgd, 0.001 for adam/adamw.
+  std::optional<double> lr;
+  double momentum = 0.0;   // sgd only
+  double dampening = 0.0;  // sgd only
+  bool nesterov = false;   // sgd only
+  /// Unset: 0 for sgd and adam, 0.01 for adamw.
+  std::optional<double> weight_decay;
+  double beta1 = 0.9, beta2 = 0.999;  // adam/adamw only
+  double eps = 1e-8;                  // adam/adamw only
+  /// Which of the optimizer-specific flags were given (to refuse them for the other optimizers).
+  std::vector<std::string> sgd_flags_given, adam_flags_given;
+  /// constant | step:EVERY:GAMMA | cosine
+  std::string lr_schedule = "constant";
+  /// Max total gradient norm (clip_grad_norm_); unset: no clipping.
+  std::optional<double> clip_grad_norm;
+  /// Batches whose gradients are summed before one optimizer step.
+  std::int64_t accumulate_steps = 1;
+  /// Global batch size (over all devices).
+  std::int64_t batch_size = 32;
+  /// Total epochs (a resumed run continues up to this many).
+  std::int64_t epochs = 10;
+  /// Batches in file order (last partial batch kept) instead of a fresh permutation each epoch.
+  bool no_shuffle = false;
+  /// DataParallel's deterministic mode: bit-identical weights for any device count.
+  bool deterministic = false;
+  /// Empty: parallel::default_devices().
+  std::vector<Device> devices;
+  /// safetensors files: initial parameters, final parameters.
+  std::string init, save;
+  /// Where epoch checkpoints go; --resume continues from the newest one there.
+  std::string checkpoint_dir;
+  bool resume = false;
+  /// JSON-lines metrics file.
+  std::string metrics;
+  bool quiet = false;
+};
+
+/// Everything `lockstep eval` needs.
+struct EvalOptions {
+  DataOptions data;
+  ModelOptions model;
+  /// safetensors file with the model's state_dict.
+  std::string weights;
+};
+
+}  // namespace lockstep::app

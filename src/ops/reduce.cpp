@@ -155,7 +155,8 @@ Tensor max(const Tensor& a) {
     const T* p = a.data_ptr<T>();
     T m = p[0];
     for (std::int64_t i = 1; i < a.numel(); ++i)
-      if (p[i] > m || (std::is_floating_point_v<T> && std::isnan(static_cast<double>(p[i])))) m = p[i];
+      if (p[i] > m || (std::is_floating_point_v<T> && std::isnan(static_cast<double>(p[i]))))
+        m = p[i];
     *out.data_ptr<T>() = m;
     best = static_cast<double>(m);
   });
@@ -182,11 +183,12 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
   detail::check_defined("max", a);
   int d = detail::wrap_dim("max", dim, a.dim());
   if (a.size(d) == 0)
-    throw ShapeError("max: cannot reduce over an empty dimension " + std::to_string(dim) +
-                     " of " + a.shape().str());
+    throw ShapeError("max: cannot reduce over an empty dimension " + std::to_string(dim) + " of " +
+                     a.shape().str());
   Dims k = split_at(a.shape(), d);
   Shape rs = reduced_shape(a.shape(), d, keepdim);
-  Tensor values = empty(rs, a.options()), indices = empty(rs, kInt64);
+  Tensor values = empty(rs, a.options()),
+         indices = empty(rs, TensorOptions(kInt64).device(a.device()));
   visit_all(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* p = a.data_ptr<T>();

@@ -284,6 +284,21 @@ TEST(Reductions, SumMeanMaxArgmaxWithKeepdim) {
   EXPECT_EQ(sum(arange(5)).item(), 10.0);
 }
 
+TEST(Reductions, ResultsStayOnTheInputsDevice) {
+  // Regression: max(a, dim) created its indices on the default device, so argmax of a replica's
+  // logits on cpu:3 came back tagged cpu:0.
+  const Device d = Device::parse("cpu:3");
+  Tensor x = F({1, 5, 3, 4, 2, 6}, {2, 3}).to(d);
+  auto [vals, idx] = max(x, 1);
+  EXPECT_EQ(vals.device(), d);
+  EXPECT_EQ(idx.device(), d);
+  EXPECT_EQ(argmax(x, 1).device(), d);
+  EXPECT_EQ(argmax(x).device(), d);
+  EXPECT_EQ(sum(x, 0).device(), d);
+  EXPECT_EQ(mean(x).device(), d);
+  EXPECT_EQ(max(x).device(), d);
+}
+
 TEST(LinearAlgebra, MatmulMatchesHandComputation) {
   Tensor a = F({1, 2, 3, 4, 5, 6}, {2, 3}), b = F({7, 8, 9, 10, 11, 12}, {3, 2});
   // [[1*7+2*9+3*11, 1*8+2*10+3*12], [4*7+5*9+6*11, 4*8+5*10+6*12]]

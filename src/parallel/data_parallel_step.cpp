@@ -225,20 +225,25 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   bool empty = false;
   const std::vector<double> weights = loss_weights(pieces, target, count, &empty);
   std::vector<double> losses(n, 0.0);
+  // Replica k's share of the step: refresh its parameters, forward and loss on its chunk,
+  // backward of the weighted loss (its gradients land in its own flat gradient buffer).
+  auto replica_step = [&](std::size_t k) {
+    sync_replica(k);
+    EnableGradGuard grad_on;
+    Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+    Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+    DropoutKeyGuard key({options_.seed, step, starts[k]});
+    Tensor loss = loss_fn(replicas_[k]->forward(x), y);
+    losses[k] = loss.item() * weights[k];
+    backward_weighted(loss, weights[k]);
+  };
   if (!require_sync_) {
     // no_sync(): forward and backward on every replica, nothing reduced. Replica gradients are
     // added into the local buffers only once every replica succeeded.
     run_on_workers(n, [&](std::size_t k) {
       clear_grads(*replicas_[k]);
       if (weights[k] == 0) return;
-      sync_replica(k);
-      EnableGradGuard grad_on;
-      Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
-      Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
-      DropoutKeyGuard key({options_.seed, step, starts[k]});
-      Tensor loss = loss_fn(replicas_[k]->forward(x), y);
-      losses[k] = loss.item() * weights[k];
-      backward_weighted(loss, weights[k]);
+      replica_step(k);
     });
     if (local_grad_.empty()) {
       for (std::size_t k = 0; k < n; ++k) {
@@ -273,16 +278,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
           }
       }
     } guard{*reducers_[k]};
-    if (weights[k] > 0) {
-      sync_replica(k);
-      EnableGradGuard grad_on;
-      Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
-      Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
-      DropoutKeyGuard key({options_.seed, step, starts[k]});
-      Tensor loss = loss_fn(replicas_[k]->forward(x), y);
-      losses[k] = loss.item() * weights[k];
-      backward_weighted(loss, weights[k]);
-    }
+    if (weights[k] > 0) replica_step(k);
     guard.done = true;
     reducers_[k]->finalize();
   });

@@ -4,27 +4,11 @@
 
 #include <functional>
 
+#include "support/helpers.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {
 namespace {
-
-// Runs `f`, expects exactly exception type E (which must derive from lockstep::Error), and checks
-// that its message contains every string in `parts`.
-template <class E>
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  static_assert(std::is_base_of_v<Error, E>);
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 TEST(BadInput, MatmulShapeMismatch) {
   expect_error<ShapeError>([] { matmul(zeros({2, 3}), zeros({4, 5})); }, {"[2, 3]", "[4, 5]"});

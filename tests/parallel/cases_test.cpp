@@ -4,18 +4,13 @@
 
 #include <mutex>
 
+#include "support/helpers.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {
 namespace {
 
 using parallel::DataParallelOptions;
-
-std::vector<Device> cpus(int n) {
-  std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(cpu(i));
-  return d;
-}
 
 DataParallelOptions single_thread() {
   DataParallelOptions o;

@@ -4,16 +4,11 @@
 
 #include <atomic>
 
+#include "support/helpers.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {
 namespace {
-
-std::vector<Device> cpus(int n) {
-  std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(cpu(i));
-  return d;
-}
 
 parallel::DataParallelOptions opts(bool deterministic = false) {
   parallel::DataParallelOptions o;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "support/golden.h"
+#include "support/helpers.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {
@@ -15,12 +16,6 @@ struct TrainRun {
   std::vector<double> step_losses, val_losses;
   StateDict final_params;
 };
-
-std::vector<Device> cpus(int n) {
-  std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(cpu(i));
-  return d;
-}
 
 TrainRun train(const Golden& g, int devices, Path path, bool deterministic) {
   auto model = build_mlp(g);

@@ -2,16 +2,11 @@
 // from a saved step (issue 4: --resume is bit-identical to an uninterrupted run).
 #include <gtest/gtest.h>
 
+#include "support/helpers.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {
 namespace {
-
-std::vector<Device> cpus(int n) {
-  std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(cpu(i));
-  return d;
-}
 
 std::shared_ptr<nn::Sequential> dropout_mlp() {
   return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lockstep/core/error.h"
+#include "support/helpers.h"
 
 namespace {
 
@@ -28,16 +29,9 @@ std::vector<std::int64_t> labels(const LabeledData& d) {
 // parse_csv(text, "f.csv", {label_column}) must throw DataError whose message contains `parts`.
 void expect_data_error(const std::string& text, const std::vector<std::string>& parts,
                        std::int64_t label_column = -1) {
-  try {
-    parse_csv(text, "f.csv", CsvOptions{label_column});
-    ADD_FAILURE() << "no exception for: " << text;
-  } catch (const DataError& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
+  SCOPED_TRACE("csv text: " + text);
+  lockstep::testing::expect_error<DataError>(
+      [&] { parse_csv(text, "f.csv", CsvOptions{label_column}); }, parts);
 }
 
 TEST(Csv, HeaderAndLastColumnLabel) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lockstep/core/error.h"
+#include "support/helpers.h"
 
 namespace {
 
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 using lockstep::DataError;
 using lockstep::IoError;
 using lockstep::Tensor;
+using lockstep::testing::expect_error;
 using namespace lockstep::data;
 
 // An IDX file: magic 0x00 0x00 type ndims, big-endian uint32 dims, then `payload`.
@@ -86,21 +88,6 @@ class IdxTest : public ::testing::Test {
 
   fs::path dir_;
 };
-
-// Runs `f`, expecting an exception of type E whose message contains every string in `parts`.
-template <class E, class F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 const std::string kImages = make_idx(0x08, {2, 2, 3},
                                      std::string("\x00\x01\x7f\x80\xfe\xff"

@@ -217,6 +217,10 @@ void Trainer::setup() {
                  ? default_mlp_spec(data_.synthetic, data_.features, data_.classes)
                  : parse_mlp_spec(o_.model.spec);
   check_mlp_fits(r_.model, data_.features, data_.classes, data_.train_name);
+  check_mlp_memory(r_.model, /*copies=*/2,
+                   o_.model.spec.empty()
+                       ? default_mlp_note(data_.features, data_.classes, data_.train_name)
+                       : "");
   model_ = make_mlp(r_.model, o_.model.activation, o_.model.dropout);
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   fingerprint_ = flags_fingerprint(o_, r_);

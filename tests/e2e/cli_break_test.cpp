@@ -1,0 +1,46 @@
+// End-to-end tests of odd input found by trying to break `lockstep train` / `eval` as a new user
+// would: absurd model widths (they crashed), empty file-name values (silently ignored), a
+// --checkpoint-dir that is a file (refused only after an epoch), NaN initial weights (trained
+// "fine": relu swallowed NaN) and a signal before training (misleading message).
+#include <sys/stat.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cli_support.h"
+#include "lockstep/io/safetensors.h"
+#include "lockstep/lockstep.h"
+
+namespace lockstep::e2e {
+namespace {
+
+// ---- model sizes ----------------------------------------------------------------------------
+
+// Widths whose parameter count overflows int64 crashed (SIGSEGV); widths whose parameters need
+// terabytes ended in "out of memory" (exit 1). Both are bad values: exit 2 naming --model.
+TEST(CliBreak, AbsurdModelWidthsAreUsageErrorsNotCrashes) {
+  TempDir dir;
+  for (const std::string width : {"4611686018427387904", "1000000000000"}) {
+    const std::string model = "mlp:10," + width + ",2";
+    const std::vector<std::string> outputs{"--save", dir / "w", "--metrics", dir / "m"};
+    expect_usage_error(std::vector<std::string>{"train", "--model", model} + outputs,
+                       {"--model", model, "parameters", "memory"});
+    expect_usage_error({"eval", "--model", model, "--weights", dir / "w"},
+                       {"--model", model, "parameters", "memory"});
+  }
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{});
+}
+
+// A huge label makes the default model's output width (max label + 1) absurd: the error names
+// the data file and the class count instead of crashing.
+TEST(CliBreak, HugeLabelGivesAnAbsurdDefaultModelThatIsRefused) {
+  TempDir dir;
+  for (const std::string label : {"9007199254740992", "1000000000"}) {
+    write_text(dir / "d.csv", "a,b,label\n1,2,0\n3,4," + label + "\n");
+    expect_usage_error({"train", "--data", "csv:" + (dir / "d.csv"), "--val-fraction", "0"},
+                       {"--model", dir / "d.csv", "classes", "memory"});
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::e2e

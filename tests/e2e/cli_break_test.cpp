@@ -42,5 +42,15 @@ TEST(CliBreak, HugeLabelGivesAnAbsurdDefaultModelThatIsRefused) {
   }
 }
 
+// ---- empty values ---------------------------------------------------------------------------
+
+// `--save "$OUT"` with OUT unset must not silently train without saving (or, for --init, from
+// random parameters).
+TEST(CliBreak, EmptyFileNamesAreRefused) {
+  for (const std::string flag : {"--save", "--metrics", "--checkpoint-dir", "--init"})
+    expect_usage_error({"train", "--epochs", "1", flag, ""}, {flag, "''"});
+  expect_usage_error({"eval", "--weights", ""}, {"--weights", "''"});
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

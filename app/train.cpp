@@ -74,6 +74,16 @@ void check_output_path(const std::string& flag, const std::string& path) {
   if (fs::is_directory(p, ec)) throw IoError(flag + " " + path + ": is a directory");
 }
 
+/// IoError when `dir` exists but is not a directory (checked before training; a missing one is
+/// created with the first checkpoint).
+void check_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw IoError(flag + " " + dir + ": not a directory");
+}
+
 /// The flags that shape the trajectory, one `--flag=value` per line: a checkpoint records them
 /// and --resume refuses to continue under different ones. --epochs is part of it only for the
 /// cosine schedule (whose T_max it is); devices are not (a run may resume on other devices).
@@ -203,6 +213,7 @@ void Trainer::setup() {
   check_combinations(o_);
   check_output_path("--save", o_.save);
   check_output_path("--metrics", o_.metrics);
+  check_output_dir("--checkpoint-dir", o_.checkpoint_dir);
   r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
   r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
   r_.schedule = parse_lr_schedule(o_.lr_schedule);

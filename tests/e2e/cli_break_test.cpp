@@ -52,5 +52,18 @@ TEST(CliBreak, EmptyFileNamesAreRefused) {
   expect_usage_error({"eval", "--weights", ""}, {"--weights", "''"});
 }
 
+// ---- checkpoint directory -------------------------------------------------------------------
+
+TEST(CliBreak, CheckpointDirThatIsAFileIsRefusedBeforeTraining) {
+  TempDir dir;
+  write_text(dir / "file", "x");
+  expect_usage_error({"train", "--checkpoint-dir", dir / "file", "--metrics", dir / "m"},
+                     {"--checkpoint-dir", dir / "file", "not a directory"});
+  EXPECT_FALSE(fs::exists(dir / "m"));
+  // A missing directory is fine: it is created.
+  ASSERT_EQ(lockstep({"train", "--epochs", "1", "--checkpoint-dir", dir / "a/b"}).status, 0);
+  EXPECT_TRUE(fs::exists(dir / "a/b/epoch-0001.safetensors"));
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

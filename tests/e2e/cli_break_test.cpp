@@ -65,5 +65,28 @@ TEST(CliBreak, CheckpointDirThatIsAFileIsRefusedBeforeTraining) {
   EXPECT_TRUE(fs::exists(dir / "a/b/epoch-0001.safetensors"));
 }
 
+// ---- non-finite initial weights -------------------------------------------------------------
+
+// NaN weights give a NaN loss in PyTorch (relu(nan) is nan); Lockstep's relu turned NaN into 0,
+// so training "succeeded" with exit 0 and eval printed a finite loss.
+TEST(CliBreak, NanInitialWeightsStopWithStatus3) {
+  TempDir dir;
+  ASSERT_EQ(lockstep({"train", "--epochs", "1", "--save", dir / "w"}).status, 0);
+  safetensors::File f = safetensors::load_file(dir / "w");
+  StateDict state;
+  for (auto& [name, t] : f.tensors) {
+    if (name == "0.weight") t.fill_(std::numeric_limits<double>::quiet_NaN());
+    state.insert(name, t);
+  }
+  safetensors::save_state_dict(state, dir / "nan");
+  RunResult r = lockstep({"train", "--init", dir / "nan", "--save", dir / "out"});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("NaN at epoch 1 step 1"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  r = lockstep({"eval", "--weights", dir / "nan"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("loss nan ", 0), 0u) << r.out;
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

@@ -303,8 +303,12 @@ std::string Trainer::write_checkpoint_at(std::int64_t epochs_done, std::int64_t 
 void Trainer::interrupted(int signal, const std::string& where, const std::string& checkpoint) {
   progress_->clear();
   std::string message = std::string("interrupted by ") + signal_name(signal) + " " + where;
-  message += checkpoint.empty() ? std::string("; no checkpoint written (no --checkpoint-dir)")
-                                : "; checkpoint " + checkpoint + " (continue with --resume)";
+  if (!checkpoint.empty())
+    message += "; checkpoint " + checkpoint + " (continue with --resume)";
+  else if (o_.checkpoint_dir.empty())
+    message += "; no checkpoint written (no --checkpoint-dir)";
+  else  // a signal during setup: nothing of this run to save
+    message += "; no checkpoint written (nothing trained yet in this run)";
   throw Interrupted(signal, message);
 }
 

@@ -128,6 +128,14 @@ bool parse_betas(const std::string& text, double& b1, double& b2) {
          b1 >= 0.0 && b1 < 1.0 && b2 >= 0.0 && b2 < 1.0;
 }
 
+/// A file or directory name: anything but empty (`--save "$OUT"` with OUT unset must not
+/// silently mean "no --save").
+CLI::Validator file_name(const std::string& type_name) {
+  return text_check([](const std::string& t) { return !t.empty(); },
+                    "a " + std::string(type_name == "DIR" ? "directory" : "file") + " name",
+                    type_name);
+}
+
 std::string dflt(const std::string& value) { return " (default: " + value + ")"; }
 
 /// The part of `text` after the first occurrence of `marker`, or "" when it does not occur.
@@ -277,17 +285,20 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                    "Initial parameters: a safetensors file with exactly the model's state_dict "
                    "(e.g. PyTorch's safetensors.torch.save_file(model.state_dict()))" +
                        dflt("none: PyTorch's Linear init from --seed"))
+      ->check(file_name("FILE"))
       ->type_name("FILE");
   train
       ->add_option("--save", c.save,
                    "Write the final parameters (the model's state_dict, float32) as safetensors" +
                        dflt("none"))
+      ->check(file_name("FILE"))
       ->type_name("FILE");
   train
       ->add_option("--checkpoint-dir", c.checkpoint_dir,
                    "After every epoch write DIR/epoch-NNNN.safetensors (model, optimizer, "
                    "scheduler, position); on SIGINT/SIGTERM a mid-epoch checkpoint" +
                        dflt("none"))
+      ->check(file_name("DIR"))
       ->type_name("DIR");
   train->add_flag("--resume", c.resume,
                   "Continue from the newest checkpoint in --checkpoint-dir (same flags; the "
@@ -299,6 +310,7 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                    "val_accuracy, samples_per_second, seconds, devices, world_size); a fresh "
                    "run starts the file anew" +
                        dflt("none"))
+      ->check(file_name("FILE"))
       ->type_name("FILE");
   train->add_flag("--quiet", c.quiet, "Print only the final summary line" + dflt("off"));
   for (CLI::Option* opt : train->get_options())
@@ -331,6 +343,7 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
   eval->add_option("--weights", e.weights,
                    "safetensors file with the model's state_dict (from --save, or PyTorch's)" +
                        dflt("none, required"))
+      ->check(file_name("FILE"))
       ->type_name("FILE");
   for (CLI::Option* opt : eval->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

@@ -27,6 +27,10 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
                            ? default_mlp_spec(data.synthetic, data.features, data.classes)
                            : parse_mlp_spec(options.model.spec);
   check_mlp_fits(spec, data.features, data.classes, data.train_name);
+  check_mlp_memory(spec, /*copies=*/1,
+                   options.model.spec.empty()
+                       ? default_mlp_note(data.features, data.classes, data.train_name)
+                       : "");
   auto model = make_mlp(spec, options.model.activation, options.model.dropout);
   load_weights(*model, options.weights, "--weights");
   model->eval();

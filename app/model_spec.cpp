@@ -1,8 +1,11 @@
 // MLP specs (see model_spec.h).
 #include "model_spec.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 #include "lockstep/core/error.h"
 #include "lockstep/nn/activation.h"
@@ -13,7 +16,10 @@ namespace lockstep::app {
 
 std::string MlpSpec::str() const {
   std::string s = "mlp:";
-  for (std::size_t i = 0; i < sizes.size(); ++i) s += (i ? "," : "") + std::to_string(sizes[i]);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(sizes[i]);
+  }
   return s;
 }
 
@@ -43,6 +49,12 @@ MlpSpec default_mlp_spec(bool synthetic, std::int64_t features, std::int64_t cla
   return MlpSpec{{features, synthetic ? 5 : 256, classes}};
 }
 
+std::string default_mlp_note(std::int64_t features, std::int64_t classes,
+                             const std::string& data_name) {
+  return "; the default model for " + data_name + ": IN = its " + std::to_string(features) +
+         " features, OUT = its " + std::to_string(classes) + " classes (max label + 1)";
+}
+
 void check_mlp_fits(const MlpSpec& spec, std::int64_t features, std::int64_t classes,
                     const std::string& data_name) {
   if (spec.sizes.front() != features)
@@ -53,6 +65,38 @@ void check_mlp_fits(const MlpSpec& spec, std::int64_t features, std::int64_t cla
     throw ValueError("--model " + spec.str() + ": output width " +
                      std::to_string(spec.sizes.back()) + " does not match the " +
                      std::to_string(classes) + " classes (max label + 1) of " + data_name);
+}
+
+namespace {
+/// "1.5 GiB": `bytes` in binary units, one decimal.
+std::string human_bytes(long double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  int u = 0;
+  while (bytes >= 1024.0L && u < 8) bytes /= 1024.0L, ++u;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0Lf %s" : "%.1Lf %s", bytes, units[u]);
+  return buf;
+}
+}  // namespace
+
+void check_mlp_memory(const MlpSpec& spec, int copies, const std::string& note) {
+  // long double: the count of an absurd spec overflows int64 (that is what it must catch).
+  long double params = 0.0L;
+  for (std::size_t i = 0; i + 1 < spec.sizes.size(); ++i)
+    params +=
+        static_cast<long double>(spec.sizes[i]) * static_cast<long double>(spec.sizes[i + 1]) +
+        static_cast<long double>(spec.sizes[i + 1]);
+  const long double need = params * 4.0L * copies;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return;  // unknown: let the allocator decide
+  const long double have = static_cast<long double>(pages) * static_cast<long double>(page_size);
+  if (need <= have) return;
+  char count[64];
+  std::snprintf(count, sizeof count, params < 1e15L ? "%.0Lf" : "%.3Lg", params);
+  throw ValueError("--model " + spec.str() + ": " + count + " parameters need at least " +
+                   human_bytes(need) + " of memory (" + std::to_string(copies) + " float32 cop" +
+                   (copies == 1 ? "y" : "ies") + "), more than this machine's " +
+                   human_bytes(have) + note);
 }
 
 void check_activation(const std::string& name) {

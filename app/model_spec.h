@@ -26,10 +26,23 @@ MlpSpec parse_mlp_spec(const std::string& text);
 /// mlp:IN,5,C for the synthetic data (the reference model), mlp:IN,256,C otherwise.
 MlpSpec default_mlp_spec(bool synthetic, std::int64_t features, std::int64_t classes);
 
+/// "; the default model for DATA: IN = its F features, OUT = its C classes (max label + 1)" —
+/// the note check_mlp_memory appends when --model was not given.
+std::string default_mlp_note(std::int64_t features, std::int64_t classes,
+                             const std::string& data_name);
+
 /// Throws ValueError naming the spec, `data_name` and both numbers when spec's input width is
 /// not `features` or its output width is not `classes` (max label + 1 over all the data).
 void check_mlp_fits(const MlpSpec& spec, std::int64_t features, std::int64_t classes,
                     const std::string& data_name);
+
+/// Throws ValueError naming the spec when `copies` float32 copies of its parameters (a lower
+/// bound on what the job needs: 1 to evaluate, 2 — parameters and gradients — to train;
+/// activations and optimizer state come on top) exceed this machine's physical memory
+/// (sysconf(_SC_PHYS_PAGES)). Absurd widths thus fail up front with exit 2 instead of
+/// overflowing tensor sizes, ending in bad_alloc or being killed by the kernel. `note` (e.g. where
+/// a default width came from) is appended to the message.
+void check_mlp_memory(const MlpSpec& spec, int copies, const std::string& note);
 
 /// Throws ValueError unless `name` is relu, tanh, sigmoid or gelu.
 void check_activation(const std::string& name);

@@ -74,6 +74,16 @@ void check_output_path(const std::string& flag, const std::string& path) {
   if (fs::is_directory(p, ec)) throw IoError(flag + " " + path + ": is a directory");
 }
 
+/// IoError when `dir` exists but is not a directory (checked before training; a missing one is
+/// created with the first checkpoint).
+void check_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw IoError(flag + " " + dir + ": not a directory");
+}
+
 /// The flags that shape the trajectory, one `--flag=value` per line: a checkpoint records them
 /// and --resume refuses to continue under different ones. --epochs is part of it only for the
 /// cosine schedule (whose T_max it is); devices are not (a run may resume on other devices).
@@ -203,6 +213,7 @@ void Trainer::setup() {
   check_combinations(o_);
   check_output_path("--save", o_.save);
   check_output_path("--metrics", o_.metrics);
+  check_output_dir("--checkpoint-dir", o_.checkpoint_dir);
   r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
   r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
   r_.schedule = parse_lr_schedule(o_.lr_schedule);
@@ -217,6 +228,10 @@ void Trainer::setup() {
                  ? default_mlp_spec(data_.synthetic, data_.features, data_.classes)
                  : parse_mlp_spec(o_.model.spec);
   check_mlp_fits(r_.model, data_.features, data_.classes, data_.train_name);
+  check_mlp_memory(r_.model, /*copies=*/2,
+                   o_.model.spec.empty()
+                       ? default_mlp_note(data_.features, data_.classes, data_.train_name)
+                       : "");
   model_ = make_mlp(r_.model, o_.model.activation, o_.model.dropout);
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   fingerprint_ = flags_fingerprint(o_, r_);
@@ -288,8 +303,12 @@ std::string Trainer::write_checkpoint_at(std::int64_t epochs_done, std::int64_t 
 void Trainer::interrupted(int signal, const std::string& where, const std::string& checkpoint) {
   progress_->clear();
   std::string message = std::string("interrupted by ") + signal_name(signal) + " " + where;
-  message += checkpoint.empty() ? std::string("; no checkpoint written (no --checkpoint-dir)")
-                                : "; checkpoint " + checkpoint + " (continue with --resume)";
+  if (!checkpoint.empty())
+    message += "; checkpoint " + checkpoint + " (continue with --resume)";
+  else if (o_.checkpoint_dir.empty())
+    message += "; no checkpoint written (no --checkpoint-dir)";
+  else  // a signal during setup: nothing of this run to save
+    message += "; no checkpoint written (nothing trained yet in this run)";
   throw Interrupted(signal, message);
 }
 

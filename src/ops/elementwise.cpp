@@ -186,18 +186,16 @@ Tensor neg(const Tensor& a) {
 Tensor exp(const Tensor& a) {
   Tensor out = map1("exp", a, [](auto x) { return std::exp(x); });
   if (needs_grad({&a}))
-    record("ExpBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
-      return std::vector<Tensor>{mul(g, out)};
-    });
+    record("ExpBackward", out, {&a},
+           [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; });
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = map1("log", a, [](auto x) { return std::log(x); });
   if (needs_grad({&a}))
-    record("LogBackward", out, {&a}, [a = a.detach()](const Tensor& g) {
-      return std::vector<Tensor>{div(g, a)};
-    });
+    record("LogBackward", out, {&a},
+           [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
   return out;
 }
 
@@ -211,11 +209,13 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor relu(const Tensor& a) {
-  Tensor out = map1("relu", a, [](auto x) { return x > 0 ? x : decltype(x)(0); });
+  // As PyTorch: NaN and -0.0 pass through (relu(nan) is nan), and the gradient is
+  // threshold_backward's: 0 where the output <= 0, the incoming gradient elsewhere (NaN too).
+  Tensor out = map1("relu", a, [](auto x) { return x < 0 ? decltype(x)(0) : x; });
   if (needs_grad({&a}))
     record("ReluBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
       return std::vector<Tensor>{
-          map2(g, out, [](auto gi, auto y) { return y > 0 ? gi : decltype(gi)(0); })};
+          map2(g, out, [](auto gi, auto y) { return y <= 0 ? decltype(gi)(0) : gi; })};
     });
   return out;
 }
@@ -253,7 +253,8 @@ Tensor gelu(const Tensor& a) {
         using T = decltype(x);
         double xd = x;
         double cdf = 0.5 * (1.0 + std::erf(xd * (1.0 / std::numbers::sqrt2)));
-        double pdf = std::exp(-0.5 * xd * xd) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
+        double pdf =
+            std::exp(-0.5 * xd * xd) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
         return static_cast<T>(gi * (cdf + xd * pdf));
       })};
     });

@@ -272,8 +272,14 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       ->add_option_function<std::string>(
           "--devices",
           [&c](const std::string& list) {
-            c.devices = parallel::parse_devices(list);
-            for (const Device& d : c.devices) check_device_available(d);
+            try {
+              c.devices = parallel::parse_devices(list);
+              for (const Device& d : c.devices) check_device_available(d);
+            } catch (const DeviceError& e) {
+              throw DeviceError(std::string("--devices: ") + e.what());
+            } catch (const ValueError& e) {
+              throw ValueError(std::string("--devices: ") + e.what());
+            }
           },
           "Comma-separated devices to replicate the model on, e.g. cpu:0,cpu:1 (cpu:k is a "
           "logical CPU worker, any k >= 0; cuda:k must exist)" +

@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <set>
-#include <sstream>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
@@ -16,7 +15,6 @@ namespace lockstep::parallel {
 
 using detail::rethrow_with_prefix;
 
-
 std::vector<Device> default_devices() {
   std::vector<Device> out;
   for (int i = 0; i < usable_cores(); ++i) out.push_back(cpu(i));
@@ -26,15 +24,22 @@ std::vector<Device> default_devices() {
 std::vector<Device> parse_devices(const std::string& list) {
   std::vector<Device> out;
   std::set<std::string> seen;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  if (list.empty()) throw ValueError("empty device list");
+  std::size_t pos = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', pos);
+    const std::string item =
+        list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item.empty())
+      throw DeviceError("empty device name at position " + std::to_string(pos) + " of '" + list +
+                        "' (expected e.g. cpu:0,cpu:1)");
     Device d = Device::parse(item);
     if (!seen.insert(d.str()).second)
       throw ValueError("device " + d.str() + " is listed twice in '" + list + "'");
     out.push_back(d);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
   }
-  if (out.empty()) throw ValueError("empty device list");
   return out;
 }
 
@@ -53,9 +58,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   output_device_ = output_device.value_or(devices_.front());
   check_device_available(output_device_);
   std::size_t n = devices_.size();
-  int threads = options_.threads_per_device > 0
-                    ? options_.threads_per_device
-                    : std::max(1, usable_cores() / static_cast<int>(n));
+  int threads = options_.threads_per_device > 0 ? options_.threads_per_device
+                                                : std::max(1, usable_cores() / static_cast<int>(n));
 
   module_->to(devices_.front());
   master_ = FlatBuffer::build(module_->parameters(), devices_.front());
@@ -65,8 +69,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
     auto replica = module_->clone();
     replica->to(devices_[k]);
     // Replica 0 lives on the master's device and reads the master buffer itself.
-    replica_flat_.push_back(FlatBuffer::build(replica->parameters(), devices_[k],
-                                              k == 0 ? &master_.buffer : nullptr));
+    replica_flat_.push_back(
+        FlatBuffer::build(replica->parameters(), devices_[k], k == 0 ? &master_.buffer : nullptr));
     replicas_.push_back(std::move(replica));
     workers_.push_back(std::make_unique<DeviceWorker>(devices_[k], threads));
     reducers_.push_back(
@@ -95,7 +99,8 @@ void DataParallel::run_on_workers(std::size_t n, const std::function<void(std::s
       }
     }
   }
-  if (first) rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
+  if (first)
+    rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
 }
 
 void DataParallel::check_master() {
@@ -139,8 +144,8 @@ std::vector<DataParallel::Shard> DataParallel::shards(std::int64_t batch) const 
 
 std::vector<std::pair<std::size_t, std::size_t>> DataParallel::shard_ranges(
     std::size_t nshards) const {
-  auto sizes = split_sizes(static_cast<std::int64_t>(nshards),
-                           static_cast<std::int64_t>(devices_.size()));
+  auto sizes =
+      split_sizes(static_cast<std::int64_t>(nshards), static_cast<std::int64_t>(devices_.size()));
   std::vector<std::pair<std::size_t, std::size_t>> out;
   std::size_t start = 0;
   for (auto s : sizes) {
@@ -189,8 +194,9 @@ void DataParallel::to(Device device) {
 
 void DataParallel::to(DType dtype) {
   if (dtype != master_.buffer.dtype())
-    throw DTypeError("DataParallel: cannot change the dtype of a wrapped module; convert the "
-                     "module before wrapping it");
+    throw DTypeError(
+        "DataParallel: cannot change the dtype of a wrapped module; convert the "
+        "module before wrapping it");
 }
 
 void DataParallel::zero_grad() { module_->zero_grad(); }

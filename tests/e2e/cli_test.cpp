@@ -276,7 +276,8 @@ TEST(CliUsage, BadValues) {
 TEST(CliUsage, UnknownDevice) {
   expect_usage_error({"train", "--devices", "gpu:0"}, {"gpu:0"});
   expect_usage_error({"train", "--devices", "cpu:0,cpu:0"}, {"cpu:0"});
-  expect_usage_error({"train", "--devices", "cuda:0"}, {"cuda"});
+  expect_usage_error({"train", "--devices", "cuda:0"}, {"--devices", "cuda"});
+  expect_usage_error({"train", "--devices", "cpu:0,"}, {"--devices", "empty device name"});
   expect_usage_error({"train", "--devices", ""});
 }
 

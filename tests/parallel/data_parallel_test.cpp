@@ -167,6 +167,10 @@ TEST(DataParallel, DeviceListsAreValidated) {
   EXPECT_THROW(parallel::parse_devices("cpu:0,cpu:0"), ValueError);
   EXPECT_THROW(parallel::parse_devices("cpu:0,gpu:1"), DeviceError);
   EXPECT_THROW(parallel::parse_devices(""), ValueError);
+  // An empty entry is an error, not skipped (a trailing comma used to be accepted).
+  EXPECT_THROW(parallel::parse_devices("cpu:0,"), DeviceError);
+  EXPECT_THROW(parallel::parse_devices(",cpu:0"), DeviceError);
+  EXPECT_THROW(parallel::parse_devices("cpu:0,,cpu:1"), DeviceError);
   EXPECT_THROW(nn::DataParallel(std::make_shared<nn::Linear>(2, 2), {Device(DeviceType::CUDA, 0)}), DeviceError);
   EXPECT_EQ(static_cast<int>(parallel::default_devices().size()), usable_cores());
 }

@@ -27,6 +27,10 @@ namespace lockstep::parallel::detail {
     throw StateDictError(prefix + x.what());
   } catch (const AutogradError& x) {
     throw AutogradError(prefix + x.what());
+  } catch (const IoError& x) {
+    throw IoError(prefix + x.what());
+  } catch (const DataError& x) {
+    throw DataError(prefix + x.what());
   } catch (const Error& x) {
     throw Error(prefix + x.what());
   } catch (const std::exception& x) {
@@ -60,6 +64,5 @@ inline double tree_sum(std::vector<double> v) {
     for (std::int64_t i = 0; i + stride < n; i += 2 * stride) v[i] += v[i + stride];
   return v.empty() ? 0.0 : v[0];
 }
-
 
 }  // namespace lockstep::parallel::detail

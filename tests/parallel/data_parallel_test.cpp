@@ -255,6 +255,28 @@ TEST(DataParallel, NonStandardExceptionsReachTheCallerAsErrors) {
   }
 }
 
+TEST(DataParallel, FileErrorsInAReplicaKeepTheirType) {
+  // IoError and DataError (file readers) keep their type through a replica, like the tensor
+  // errors: the CLI maps them to exit status 2.
+  struct Reader : nn::Cloneable<Reader> {
+    bool io = true;
+    Reader() { reset(); }
+    void reset() override { register_parameter("w", ones({1})); }
+    Tensor forward(const Tensor&) override {
+      if (io) throw IoError("cannot open 'x.bin'");
+      throw DataError("x.csv:3: ragged row");
+    }
+  };
+  auto model = std::make_shared<Reader>();
+  {
+    nn::DataParallel dp(model, cpus(2), std::nullopt, opts());
+    expect_error<IoError>([&] { dp.forward(randn({4, 1})); }, {"cpu:0", "x.bin"});
+  }
+  model->io = false;
+  nn::DataParallel dp(model, cpus(2), std::nullopt, opts());
+  expect_error<DataError>([&] { dp.forward(randn({4, 1})); }, {"cpu:0", "x.csv:3"});
+}
+
 TEST(DataParallel, AmbiguousPrefixedKeysAreRejected) {
   auto model = std::make_shared<nn::Linear>(3, 2);
   nn::DataParallel dp(model, cpus(2), std::nullopt, opts());

@@ -57,17 +57,18 @@ class Shared {
   std::atomic<std::uint64_t> gen_atomic_{0};
 };
 
-template <class T>
-T combine(ReduceOp op, T a, T b) {
+// Calls f with the binary function of `op` on T as a distinct functor type, so the loops f runs
+// are compiled per op (no per-element switch) and vectorise.
+template <class T, class F>
+void with_op(ReduceOp op, F&& f) {
   switch (op) {
     case ReduceOp::Sum:
-      return a + b;
+      return f([](T a, T b) { return a + b; });
     case ReduceOp::Max:
-      return a > b ? a : b;
+      return f([](T a, T b) { return a > b ? a : b; });
     case ReduceOp::Min:
-      return a < b ? a : b;
+      return f([](T a, T b) { return a < b ? a : b; });
   }
-  return a;
 }
 
 class ThreadGroup : public ProcessGroup {
@@ -116,8 +117,7 @@ class ThreadGroup : public ProcessGroup {
     for (int r = 0; r < size(); ++r) {
       if (outputs[r].numel() != input.numel() || outputs[r].dtype() != input.dtype())
         throw ShapeError("all_gather: output " + std::to_string(r) + " " +
-                         outputs[r].shape().str() + " does not match input " +
-                         input.shape().str());
+                         outputs[r].shape().str() + " does not match input " + input.shape().str());
       std::memcpy(outputs[r].raw_data(), s_->slots[r].data,
                   static_cast<std::size_t>(input.numel()) * element_size(input.dtype()));
     }
@@ -134,12 +134,14 @@ class ThreadGroup : public ProcessGroup {
     auto go = [&](auto zero) {
       using T = decltype(zero);
       T* out = output.data_ptr<T>();
-      for (std::int64_t i = 0; i < n; ++i) {
-        T acc = (*s_->slots[0].list)[rank_].template data_ptr<T>()[i];
-        for (int r = 1; r < size(); ++r)
-          acc = combine(op, acc, (*s_->slots[r].list)[rank_].template data_ptr<T>()[i]);
-        out[i] = acc;
-      }
+      with_op<T>(op, [&](auto combine) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          T acc = (*s_->slots[0].list)[rank_].template data_ptr<T>()[i];
+          for (int r = 1; r < size(); ++r)
+            acc = combine(acc, (*s_->slots[r].list)[rank_].template data_ptr<T>()[i]);
+          out[i] = acc;
+        }
+      });
     };
     if (output.dtype() == kFloat64)
       go(double{});
@@ -177,17 +179,10 @@ class ThreadGroup : public ProcessGroup {
 
   // Reduces elements [lo, hi) across all ranks in rank order ((b0 op b1) op b2 ...) and writes
   // the result into every rank's buffer. The op is a template parameter, not a per-element
-  // switch, so the loops vectorise; the common 2-rank case is one fused pass.
+  // switch (with_op), so the loops vectorise; the common 2-rank case is one fused pass.
   template <class T>
   void reduce_slice(ReduceOp op, std::int64_t lo, std::int64_t hi) {
-    switch (op) {
-      case ReduceOp::Sum:
-        return reduce_slice_with<T>([](T a, T b) { return a + b; }, lo, hi);
-      case ReduceOp::Max:
-        return reduce_slice_with<T>([](T a, T b) { return a > b ? a : b; }, lo, hi);
-      case ReduceOp::Min:
-        return reduce_slice_with<T>([](T a, T b) { return a < b ? a : b; }, lo, hi);
-    }
+    with_op<T>(op, [&](auto combine) { reduce_slice_with<T>(combine, lo, hi); });
   }
 
   template <class T, class Op>
@@ -228,7 +223,8 @@ class ThreadGroup : public ProcessGroup {
 }  // namespace
 
 std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size) {
-  if (size < 1) throw ValueError("new_thread_group: size must be at least 1, got " + std::to_string(size));
+  if (size < 1)
+    throw ValueError("new_thread_group: size must be at least 1, got " + std::to_string(size));
   auto shared = std::make_shared<Shared>(size);
   std::vector<std::shared_ptr<ProcessGroup>> out;
   for (int r = 0; r < size; ++r) out.push_back(std::make_shared<ThreadGroup>(shared, r));

@@ -22,10 +22,7 @@ EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const T
     const double loss = criterion(logits, labels).item();
     if (len == n) single_loss = loss;
     loss_sum += loss * static_cast<double>(len);
-    // argmax's indices are tagged with the default device (max(a, dim) allocates them there),
-    // so they are moved to the labels' device before comparing.
-    Tensor predicted = argmax(logits, 1).to(labels.device());
-    correct += static_cast<std::int64_t>(sum(eq(predicted, labels)).item());
+    correct += static_cast<std::int64_t>(sum(eq(argmax(logits, 1), labels)).item());
   }
   EvalResult r;
   r.loss = n <= kChunk ? single_loss : loss_sum / static_cast<double>(n);

@@ -31,14 +31,20 @@ std::string hex_double(double v) {
   return buf;
 }
 
+/// The metadata value under `key`; DataError naming the checkpoint when it is missing.
+const std::string& metadata_value(const std::map<std::string, std::string>& md,
+                                  const std::string& key, const std::string& path) {
+  auto it = md.find(key);
+  if (it == md.end())
+    throw DataError(path + ": not a lockstep checkpoint: metadata '" + key + "' missing");
+  return it->second;
+}
+
 template <class T>
 T parse_int(const std::map<std::string, std::string>& md, const std::string& key,
             const std::string& path) {
-  auto it = md.find(key);
+  const std::string& s = metadata_value(md, key, path);
   T v{};
-  if (it == md.end())
-    throw DataError(path + ": not a lockstep checkpoint: metadata '" + key + "' missing");
-  const std::string& s = it->second;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
     throw DataError(path + ": metadata '" + key + "' is not an integer: '" + s + "'");
@@ -47,13 +53,11 @@ T parse_int(const std::map<std::string, std::string>& md, const std::string& key
 
 double parse_hex_double(const std::map<std::string, std::string>& md, const std::string& key,
                         const std::string& path) {
-  auto it = md.find(key);
-  if (it == md.end())
-    throw DataError(path + ": not a lockstep checkpoint: metadata '" + key + "' missing");
+  const std::string& s = metadata_value(md, key, path);
   char* end = nullptr;
-  const double v = std::strtod(it->second.c_str(), &end);
-  if (it->second.empty() || end != it->second.c_str() + it->second.size())
-    throw DataError(path + ": metadata '" + key + "' is not a number: '" + it->second + "'");
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size())
+    throw DataError(path + ": metadata '" + key + "' is not a number: '" + s + "'");
   return v;
 }
 
@@ -157,10 +161,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   p.generator_seed = parse_int<std::uint64_t>(md, "generator_seed", path);
   p.generator_offset = parse_int<std::uint64_t>(md, "generator_offset", path);
   p.seed = parse_int<std::uint64_t>(md, "seed", path);
-  auto flags = md.find("flags");
-  if (flags == md.end())
-    throw DataError(path + ": not a lockstep checkpoint: metadata 'flags' missing");
-  p.flags = flags->second;
+  p.flags = metadata_value(md, "flags", path);
   if (p.epochs_done < 0 || p.batch_in_epoch < 0 || p.global_step < 0 || p.epoch_samples < 0)
     throw DataError(path + ": negative training position in metadata");
   return c;

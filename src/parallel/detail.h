@@ -31,6 +31,10 @@ namespace lockstep::parallel::detail {
     throw IoError(prefix + x.what());
   } catch (const DataError& x) {
     throw DataError(prefix + x.what());
+  } catch (const TimeoutError& x) {
+    throw TimeoutError(prefix + x.what());
+  } catch (const DistError& x) {
+    throw DistError(prefix + x.what());
   } catch (const Error& x) {
     throw Error(prefix + x.what());
   } catch (const std::exception& x) {

@@ -70,4 +70,20 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// A collective or peer failure in distributed training: a rank that died or cannot be reached,
+/// an MPI/NCCL call that failed, ranks that disagree on a collective. The message names the
+/// operation, this rank and, where known, the failed rank.
+class DistError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A collective that waited longer than the process group's timeout (a rank hung, was stopped or
+/// died without the launcher noticing). The message names the operation, the timeout and, where
+/// a roll call could tell, the ranks that did not answer.
+class TimeoutError : public DistError {
+ public:
+  using DistError::DistError;
+};
+
 }  // namespace lockstep

@@ -143,18 +143,32 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
     throw ValueError("DataLoader: batch_size must be at least 1, got " +
                      std::to_string(options_.batch_size));
   if (options_.shuffle)
-    sampler_ = std::make_unique<RandomSampler>(dataset_->size(), options_.seed);
+    sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
   else
-    sampler_ = std::make_unique<SequentialSampler>(dataset_->size());
+    sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
+                       std::shared_ptr<const Sampler> sampler, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(options), sampler_(std::move(sampler)) {
+  if (!dataset_) throw ValueError("DataLoader: null dataset");
+  if (!sampler_) throw ValueError("DataLoader: null sampler");
+  if (options_.batch_size < 1)
+    throw ValueError("DataLoader: batch_size must be at least 1, got " +
+                     std::to_string(options_.batch_size));
+  if (options_.shuffle)
+    throw ValueError(
+        "DataLoader: shuffle must be false with a sampler (the sampler sets the order)");
 }
 
 std::int64_t DataLoader::size() const {
-  std::int64_t n = dataset_->size(), b = options_.batch_size;
+  std::int64_t n = sampler_->size(), b = options_.batch_size;
   return options_.drop_last ? n / b : n / b + (n % b != 0);  // no n + b - 1: it overflows
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  auto order = sampler_->indices(next_epoch_++);
+  auto order = sampler_->indices(sampler_->own_epoch().value_or(next_epoch_));
+  ++next_epoch_;
   return Iterator(this, std::move(order), 0);
 }
 

@@ -24,11 +24,19 @@ class DataLoader {
  public:
   /// ValueError for batch_size < 1 or a null dataset.
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  /// Batches in the order of `sampler` (torch DataLoader(dataset, sampler=...)), e.g. a
+  /// DistributedSampler; the caller may keep the pointer to call set_epoch on it between passes.
+  /// The sampler's indices must lie in [0, dataset->size()) (IndexError from the dataset when
+  /// a batch is read otherwise). ValueError for batch_size < 1, a null dataset or sampler, or
+  /// options.shuffle (torch: "sampler option is mutually exclusive with shuffle").
+  DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sampler> sampler,
+             DataLoaderOptions options);
 
-  /// Number of batches per epoch.
+  /// Number of batches per epoch (from the sampler's size).
   std::int64_t size() const;
   /// Sets the epoch the next iteration uses (each begin() otherwise uses the next epoch, starting
-  /// at 0, so every pass reshuffles as in PyTorch).
+  /// at 0, so every pass reshuffles as in PyTorch). A sampler that keeps its own epoch
+  /// (Sampler::own_epoch, DistributedSampler::set_epoch) overrides this counter.
   void set_epoch(std::int64_t epoch) { next_epoch_ = epoch; }
   std::int64_t epoch() const { return next_epoch_; }
   const DataLoaderOptions& options() const { return options_; }
@@ -57,7 +65,7 @@ class DataLoader {
  private:
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
-  std::unique_ptr<Sampler> sampler_;
+  std::shared_ptr<const Sampler> sampler_;
   std::int64_t next_epoch_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include "lockstep/core/parallel.h"
 #include "lockstep/ops/ops.h"
 #include "parallel/detail.h"
+#include "parallel/hybrid_group.h"
 
 namespace lockstep::parallel {
 
@@ -65,6 +66,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   master_ = FlatBuffer::build(module_->parameters(), devices_.front());
   master_grad_ = zeros({master_.numel}, master_.buffer.options());
   groups_ = dist::new_thread_group(static_cast<int>(n));
+  if (options_.process_group)
+    for (auto& g : groups_) g = std::make_shared<detail::HybridGroup>(g, options_.process_group);
   for (std::size_t k = 0; k < n; ++k) {
     auto replica = module_->clone();
     replica->to(devices_[k]);
@@ -82,6 +85,14 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
 DataParallel::~DataParallel() {
   reducers_.clear();
   workers_.clear();
+}
+
+void DataParallel::broadcast_state(int root) {
+  auto& group = options_.process_group;
+  if (!group || group->size() == 1) return;
+  NoGradGuard no_grad;
+  group->broadcast(master_.buffer, root);
+  for (auto& named : module_->named_buffers()) group->broadcast(named.second, root);
 }
 
 void DataParallel::run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f) {

@@ -121,7 +121,8 @@ Tensor DataParallel::forward(const Tensor& input) {
       "DataParallelBackward", out, inputs,
       [this, alive = std::weak_ptr<char>(alive_), outs, chunks, pl, input_grad](const Tensor& g) {
         if (alive.expired())
-          throw Error("DataParallel: backward through an output of a DataParallel that was destroyed");
+          throw Error(
+              "DataParallel: backward through an output of a DataParallel that was destroyed");
         // every replica's backward concurrently, piece by piece, gradients into slot rows
         const bool retain = autograd::retain_graph_requested();
         Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
@@ -152,8 +153,21 @@ Tensor DataParallel::forward(const Tensor& input) {
           result.push_back(Tensor());
         }
         Tensor total = narrow(slots, 0, 0, 1).reshape({master_.numel});
+        if (auto& group = options_.process_group) {
+          // DistributedDataParallel's autograd path, PyTorch's semantics: the gradient is the
+          // mean over ranks of each rank's gradient of its own loss.
+          NoGradGuard no_grad;
+          group->all_reduce(total, dist::ReduceOp::Sum);
+          total.mul_(1.0 / group->size());
+          std::vector<std::int64_t> flags(any.begin(), any.end());
+          Tensor f = tensor(std::span<const std::int64_t>(flags));
+          group->all_reduce(f, dist::ReduceOp::Max);
+          auto agreed = f.to_vector<std::int64_t>();
+          for (std::size_t j = 0; j < any.size(); ++j) any[j] = agreed[j] != 0;
+        }
         for (std::size_t j = 0; j < master_.params.size(); ++j)
-          result.push_back(any[j] ? master_.view_of(total, j).to(output_device_).clone() : Tensor());
+          result.push_back(any[j] ? master_.view_of(total, j).to(output_device_).clone()
+                                  : Tensor());
         return result;
       });
   return out;
@@ -161,21 +175,63 @@ Tensor DataParallel::forward(const Tensor& input) {
 
 // ---- the reducer path ------------------------------------------------------------------------
 
-std::vector<double> DataParallel::loss_weights(const std::vector<Shard>& pieces,
-                                               const Tensor& target, const LossCount& count,
-                                               bool* empty) const {
+std::vector<double> DataParallel::piece_counts(const std::vector<Shard>& pieces,
+                                               const Tensor& target, const LossCount& count) const {
   std::vector<double> counts(pieces.size(), 0.0);
-  double total = 0;
   for (std::size_t s = 0; s < pieces.size(); ++s) {
     if (pieces[s].size == 0) continue;
-    counts[s] = count ? static_cast<double>(count(narrow(target.detach(), 0, pieces[s].start,
-                                                         pieces[s].size)))
+    counts[s] = count ? static_cast<double>(
+                            count(narrow(target.detach(), 0, pieces[s].start, pieces[s].size)))
                       : static_cast<double>(pieces[s].size);
-    total += counts[s];
   }
-  *empty = total == 0;
+  return counts;
+}
+
+namespace {
+
+// count_s / total (all zero when nothing counts).
+std::vector<double> normalized(std::vector<double> counts, double total) {
   for (double& c : counts) c = total > 0 ? c / total : 0.0;
   return counts;
+}
+
+double sum_of(const std::vector<double>& v) {
+  double t = 0;
+  for (double x : v) t += x;
+  return t;
+}
+
+}  // namespace
+
+std::vector<DataParallel::RankStep> DataParallel::exchange_step(const RankStep& mine) {
+  auto& group = *options_.process_group;
+  const int world = group.size();
+  const std::int64_t v[4] = {mine.pieces, mine.count, mine.active, mine.sync};
+  Tensor in = tensor(std::span<const std::int64_t>(v, 4));
+  std::vector<Tensor> out;
+  for (int r = 0; r < world; ++r) out.push_back(zeros({4}, kInt64));
+  group.all_gather(out, in);
+  std::vector<RankStep> steps;
+  int sync_on = 0, sync_off = 0;
+  for (int r = 0; r < world; ++r) {
+    auto v = out[static_cast<std::size_t>(r)].to_vector<std::int64_t>();
+    steps.push_back({v[0], v[1], v[2], v[3]});
+    if (v[2]) (v[3] ? sync_on : sync_off)++;
+  }
+  if (sync_on && sync_off) {
+    std::string on, off;
+    for (int r = 0; r < world; ++r) {
+      const auto& st = steps[static_cast<std::size_t>(r)];
+      if (!st.active) continue;
+      std::string& list = st.sync ? on : off;
+      if (!list.empty()) list += ",";
+      list += std::to_string(r);
+    }
+    throw ValueError("DistributedDataParallel: ranks disagree on no_sync() in this step (ranks " +
+                     off + " inside no_sync, ranks " + on +
+                     " not): every rank must make the same synced and unsynced calls");
+  }
+  return steps;
 }
 
 void DataParallel::backward_weighted(const Tensor& loss, double weight) const {
@@ -184,8 +240,9 @@ void DataParallel::backward_weighted(const Tensor& loss, double weight) const {
   if (!loss.requires_grad()) {
     for (const auto& p : master_.params)
       if (p.requires_grad())
-        throw AutogradError("the loss does not require grad: loss_fn must build its result from "
-                            "the model's output");
+        throw AutogradError(
+            "the loss does not require grad: loss_fn must build its result from "
+            "the model's output");
     return;
   }
   mul(loss, weight).backward();
@@ -214,7 +271,6 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   if (options_.deterministic) return forward_backward_deterministic(input, target, loss_fn, count);
   const std::int64_t batch = input.size(0);
   const std::size_t n = devices_.size();
-  const std::uint64_t step = step_++;
   auto sizes = split_sizes(batch, static_cast<std::int64_t>(n));
   std::vector<std::int64_t> starts(n, 0);
   std::vector<Shard> pieces;
@@ -222,9 +278,52 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     if (k > 0) starts[k] = starts[k - 1] + sizes[k - 1];
     pieces.push_back({starts[k], sizes[k]});
   }
-  bool empty = false;
-  const std::vector<double> weights = loss_weights(pieces, target, count, &empty);
+  const std::vector<double> counts = piece_counts(pieces, target, count);
+  double total = sum_of(counts);
+  bool sync = require_sync_;
+  dist::ProcessGroup* group = options_.process_group.get();
+  if (group) {
+    // Across ranks: the loss is weighted by the global count, and a rank that joined follows
+    // the others' no_sync() setting with an empty batch.
+    auto steps = exchange_step({static_cast<std::int64_t>(n), static_cast<std::int64_t>(total),
+                                joined_ ? 0 : 1, require_sync_ ? 1 : 0});
+    total = 0;
+    int first_active = -1;
+    for (std::size_t r = 0; r < steps.size(); ++r) {
+      total += static_cast<double>(steps[r].count);
+      if (steps[r].active && first_active < 0) {
+        first_active = static_cast<int>(r);
+        sync = steps[r].sync != 0;
+      }
+    }
+    if (first_active < 0) {
+      all_joined_ = true;
+      return scalar_tensor(std::nan(""), master_.buffer.options());
+    }
+    last_active_rank_ = first_active;
+  }
+  const std::uint64_t step = step_++;
+  const bool empty = total == 0;
+  const std::vector<double> weights = normalized(counts, total);
   std::vector<double> losses(n, 0.0);
+  // The step's mean loss over the global batch; across ranks each rank's share is gathered (in
+  // rank order) so every rank returns the same value and knows every rank's share.
+  auto mean_loss = [&]() {
+    double mine = sum_of(losses);
+    if (group) {
+      Tensor in = tensor(std::span<const double>(&mine, 1));
+      std::vector<Tensor> out;
+      for (int r = 0; r < group->size(); ++r) out.push_back(zeros({1}, kFloat64));
+      group->all_gather(out, in);
+      rank_losses_.clear();
+      mine = 0;
+      for (auto& t : out) {
+        rank_losses_.push_back(t.item());
+        mine += rank_losses_.back();
+      }
+    }
+    return scalar_tensor(empty ? std::nan("") : mine, master_.buffer.options());
+  };
   // Replica k's share of the step: refresh its parameters, forward and loss on its chunk,
   // backward of the weighted loss (its gradients land in its own flat gradient buffer).
   auto replica_step = [&](std::size_t k) {
@@ -237,7 +336,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     losses[k] = loss.item() * weights[k];
     backward_weighted(loss, weights[k]);
   };
-  if (!require_sync_) {
+  if (!sync) {
     // no_sync(): forward and backward on every replica, nothing reduced. Replica gradients are
     // added into the local buffers only once every replica succeeded.
     run_on_workers(n, [&](std::size_t k) {
@@ -258,9 +357,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
       if (sizes[k] > 0)
         bytes_moved_ +=
             master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
-    double total = 0;
-    for (double l : losses) total += l;
-    return scalar_tensor(empty ? std::nan("") : total, master_.buffer.options());
+    return mean_loss();
   }
   const bool seed = local_pending_;
   run_on_workers(n, [&](std::size_t k) {
@@ -285,7 +382,8 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   bytes_moved_ = 0;
   for (std::size_t k = 0; k < n; ++k) {
     if (k > 0 && sizes[k] > 0)
-      bytes_moved_ += master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+      bytes_moved_ +=
+          master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
     bytes_moved_ += reducers_[k]->bytes_reduced();
   }
   std::vector<char> has(master_.params.size());
@@ -306,9 +404,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     }
     local_pending_ = false;
   }
-  double total = 0;
-  for (double l : losses) total += l;
-  return scalar_tensor(empty ? std::nan("") : total, master_.buffer.options());
+  return mean_loss();
 }
 
 void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
@@ -351,16 +447,48 @@ void DataParallel::seed_from_local(std::size_t k) {
 // ---- deterministic mode ----------------------------------------------------------------------
 
 Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const Tensor& target,
-                                                    const LossFn& loss_fn,
-                                                    const LossCount& count) {
+                                                    const LossFn& loss_fn, const LossCount& count) {
   const std::int64_t batch = input.size(0);
+  dist::ProcessGroup* group = options_.process_group.get();
+  Plan pl = plan(batch);
+  // Across ranks an empty local batch has no shards (alone it keeps one empty piece so the step
+  // still produces a gradient-free result).
+  if (group && batch == 0) {
+    pl.pieces.clear();
+    pl.ranges.clear();
+  }
+  const std::vector<double> counts = piece_counts(pl.pieces, target, count);
+  double total = sum_of(counts);
+  // Across ranks, this rank's shards follow those of the lower ranks in the global
+  // [shards, parameters] buffer.
+  std::int64_t all_pieces = static_cast<std::int64_t>(pl.pieces.size()), widest = 0;
+  std::vector<RankStep> steps;
+  if (group) {
+    steps = exchange_step({static_cast<std::int64_t>(pl.pieces.size()),
+                           static_cast<std::int64_t>(total), joined_ ? 0 : 1, 1});
+    total = 0;
+    all_pieces = 0;
+    int first_active = -1;
+    for (std::size_t r = 0; r < steps.size(); ++r) {
+      total += static_cast<double>(steps[r].count);
+      all_pieces += steps[r].pieces;
+      widest = std::max(widest, steps[r].pieces);
+      if (steps[r].active && first_active < 0) first_active = static_cast<int>(r);
+    }
+    if (first_active < 0) {
+      all_joined_ = true;
+      return scalar_tensor(std::nan(""), master_.buffer.options());
+    }
+    last_active_rank_ = first_active;
+  }
   const std::uint64_t step = step_++;
-  const Plan pl = plan(batch);
-  bool empty = false;
-  const std::vector<double> weights = loss_weights(pl.pieces, target, count, &empty);
-  Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
+  const bool empty = total == 0;
+  const std::vector<double> weights = normalized(counts, total);
+  const std::int64_t local = static_cast<std::int64_t>(pl.pieces.size());
+  const std::size_t nparams = master_.params.size();
+  Tensor slots = zeros({group ? std::max<std::int64_t>(widest, 1) : local, master_.numel},
                        master_.buffer.options());
-  std::vector<std::vector<char>> had(pl.pieces.size(), std::vector<char>(master_.params.size(), 0));
+  std::vector<std::vector<char>> had(pl.pieces.size(), std::vector<char>(nparams, 0));
   std::vector<double> losses(pl.pieces.size(), 0.0);
   run_on_workers(pl.ranges.size(), [&](std::size_t k) {
     sync_replica(k);
@@ -380,9 +508,69 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
     }
     clear_grads(*replicas_[k]);
   });
-  std::vector<char> any = reduce_slots(slots, had);
-  accumulate_master_grads(narrow(slots, 0, 0, 1).reshape({master_.numel}), any);
-  return scalar_tensor(empty ? std::nan("") : tree_sum(losses), master_.buffer.options());
+  if (!group) {
+    std::vector<char> any = reduce_slots(slots, had);
+    accumulate_master_grads(narrow(slots, 0, 0, 1).reshape({master_.numel}), any);
+    return scalar_tensor(empty ? std::nan("") : tree_sum(losses), master_.buffer.options());
+  }
+  // Across ranks: gather every rank's shard rows, flags and losses into global shard order, then
+  // the same fixed tree over all shards as one process would use (so the bits equal a single
+  // process's with the same shards, on every rank).
+  const int world = group->size();
+  const std::int64_t rows = std::max<std::int64_t>(widest, 1);
+  Tensor meta = zeros({rows, static_cast<std::int64_t>(nparams) + 1}, kFloat64);
+  {
+    double* m = meta.data_ptr<double>();
+    for (std::int64_t s = 0; s < local; ++s) {
+      for (std::size_t j = 0; j < nparams; ++j)
+        m[s * (static_cast<std::int64_t>(nparams) + 1) + static_cast<std::int64_t>(j)] =
+            had[static_cast<std::size_t>(s)][j];
+      m[s * (static_cast<std::int64_t>(nparams) + 1) + static_cast<std::int64_t>(nparams)] =
+          losses[static_cast<std::size_t>(s)];
+    }
+  }
+  std::vector<Tensor> slot_parts, meta_parts;
+  for (int r = 0; r < world; ++r) {
+    slot_parts.push_back(zeros(slots.shape(), slots.options()));
+    meta_parts.push_back(zeros(meta.shape(), kFloat64));
+  }
+  group->all_gather(slot_parts, slots);
+  group->all_gather(meta_parts, meta);
+  Tensor global =
+      zeros({std::max<std::int64_t>(all_pieces, 1), master_.numel}, master_.buffer.options());
+  std::vector<std::vector<char>> global_had;
+  std::vector<double> global_losses;
+  std::int64_t row = 0;
+  const std::size_t es = element_size(global.dtype());
+  for (int r = 0; r < world; ++r) {
+    const std::int64_t m = steps[static_cast<std::size_t>(r)].pieces;
+    if (m == 0) continue;
+    std::memcpy(
+        static_cast<char*>(global.raw_data()) + static_cast<std::size_t>(row * master_.numel) * es,
+        slot_parts[static_cast<std::size_t>(r)].raw_data(),
+        static_cast<std::size_t>(m * master_.numel) * es);
+    const double* md = meta_parts[static_cast<std::size_t>(r)].data_ptr<double>();
+    for (std::int64_t s = 0; s < m; ++s) {
+      std::vector<char> h(nparams);
+      for (std::size_t j = 0; j < nparams; ++j)
+        h[j] = md[s * (static_cast<std::int64_t>(nparams) + 1) + static_cast<std::int64_t>(j)] != 0;
+      global_had.push_back(std::move(h));
+      global_losses.push_back(
+          md[s * (static_cast<std::int64_t>(nparams) + 1) + static_cast<std::int64_t>(nparams)]);
+    }
+    row += m;
+  }
+  std::vector<char> any = reduce_slots(global, global_had);
+  accumulate_master_grads(narrow(global, 0, 0, 1).reshape({master_.numel}), any);
+  rank_losses_.assign(static_cast<std::size_t>(world), 0.0);
+  row = 0;
+  for (int r = 0; r < world; ++r) {
+    const std::int64_t m = steps[static_cast<std::size_t>(r)].pieces;
+    for (std::int64_t s = 0; s < m; ++s)
+      rank_losses_[static_cast<std::size_t>(r)] += global_losses[static_cast<std::size_t>(row + s)];
+    row += m;
+  }
+  return scalar_tensor(empty ? std::nan("") : tree_sum(global_losses), master_.buffer.options());
 }
 
 }  // namespace lockstep::parallel

@@ -45,6 +45,10 @@ struct DataParallelOptions {
   std::uint64_t seed = 0;
   /// Intra-op threads per replica; 0: max(1, usable cores / number of devices).
   int threads_per_device = 0;
+  /// The ranks this process trains with (DistributedDataParallel sets it; null: this process
+  /// alone). With a group, gradients are reduced over this process's devices and then over the
+  /// group's ranks, and losses are weighted by the global batch (see DistributedDataParallel).
+  std::shared_ptr<dist::ProcessGroup> process_group;
 };
 
 /// Loss of one replica's chunk: (output [b_k, ...], target [b_k, ...]) -> mean loss (0-d).
@@ -163,10 +167,27 @@ class DataParallel : public nn::Module {
   void zero_grad() override;
   std::shared_ptr<nn::Module> clone() const override;
 
- private:
+ protected:
   struct Shard {
     std::int64_t start, size;
   };
+  // Across ranks (options_.process_group set): what each rank contributes to a step, exchanged
+  // by one all_gather at its start.
+  struct RankStep {
+    std::int64_t pieces = 0;  // gradient pieces (deterministic mode: shards) of the local batch
+    std::int64_t count = 0;   // terms the local loss averages over
+    std::int64_t active = 1;  // 0: the rank has joined (no more data; shadows the collectives)
+    std::int64_t sync = 1;    // require_backward_grad_sync()
+  };
+  // Exchanges this rank's RankStep with every rank (ValueError on every rank when the active
+  // ranks disagree on no_sync()).
+  std::vector<RankStep> exchange_step(const RankStep& mine);
+  // Raw per-piece counts (count_s, or b_s without `count`).
+  std::vector<double> piece_counts(const std::vector<Shard>& pieces, const Tensor& target,
+                                   const LossCount& count) const;
+  // Broadcasts the flat parameters and every buffer from `root` (construction; end of join).
+  void broadcast_state(int root);
+
   // How a batch is cut: pieces (samples [start, start + size)) and, per device, the range of
   // pieces it processes.
   struct Plan {
@@ -192,9 +213,6 @@ class DataParallel : public nn::Module {
   std::vector<char> reduce_slots(const Tensor& slots, const std::vector<std::vector<char>>& had);
   Tensor forward_backward_deterministic(const Tensor& input, const Tensor& target,
                                         const LossFn& loss_fn, const LossCount& count);
-  // Per-piece loss weights count_s / Σ count; *empty when nothing counts.
-  std::vector<double> loss_weights(const std::vector<Shard>& pieces, const Tensor& target,
-                                   const LossCount& count, bool* empty) const;
   // Backward of loss · weight, with the checks forward_backward documents.
   void backward_weighted(const Tensor& loss, double weight) const;
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
@@ -222,6 +240,13 @@ class DataParallel : public nn::Module {
   std::vector<Tensor> local_grad_;
   std::vector<std::vector<char>> local_has_;
   std::int64_t bytes_moved_ = 0;
+  // Across ranks: whether this rank has joined (DistributedDataParallel::join), whether every
+  // rank has (the join loop ends), the lowest rank still active in the last step any rank was,
+  // and each rank's weighted loss of the last step.
+  bool joined_ = false;
+  bool all_joined_ = false;
+  int last_active_rank_ = 0;
+  std::vector<double> rank_losses_;
   // Graphs recorded by forward() hold a weak reference: a backward after the wrapper is gone
   // throws instead of touching freed replicas.
   std::shared_ptr<char> alive_ = std::make_shared<char>(0);

@@ -1,0 +1,103 @@
+// DistributedDataParallel: one process per rank, each with its own data, training one model
+// (torch.nn.parallel.DistributedDataParallel). Every rank builds the same module; construction
+// broadcasts rank 0's parameters and buffers, so ranks start bit-identical whatever seed each
+// used. A rank may drive several local devices (DataParallel inside DDP).
+//
+// Training (the reducer path, what the CLI uses):
+//   auto loss = ddp.forward_backward(x_local, y_local, criterion);   // every rank, same order
+//   optimizer.step();
+// Each rank's loss on its local batch is weighted by count_r / Σ_ranks count (one small
+// all_gather at the start of the step exchanges the counts), its gradients are bucketed and
+// all-reduced by GradientReducer while backward runs (local devices first, then across ranks),
+// so .grad is the gradient of the mean loss over the global batch: the same as one process
+// training on the concatenation of the ranks' batches (allclose; case C02/C03). Ranks may hold
+// different numbers of samples in a step, including none (they contribute zero gradient). The
+// returned loss is that global mean, identical on every rank; rank_losses() gives each rank's
+// weighted share, so a NaN can be traced to its rank.
+//
+// Deterministic mode: each rank cuts its batch into shards of shard_size samples; all shard
+// gradients are gathered and summed with the fixed pairwise tree over global shard indices, so
+// when rank r's batch is a run of whole shards of the global batch (as the CLI splits it:
+// parallel::split_batch), the final parameters are bit-identical to one process with one device
+// on the global batch — and, as always, identical on every rank. Cost: an all_gather of
+// [shards, parameters] per step instead of one all-reduce.
+//
+// forward(x) + loss.backward() also works, with PyTorch DDP's semantics: the gradient is the mean
+// over ranks of each rank's gradient of its own loss (all-reduced after this rank's backward).
+// Under eval() / no_grad, forward() does no collective.
+//
+// Uneven inputs (join semantics, torch's Join context): a rank that has run out of batches calls
+// join(); until every rank has joined it shadows the others' steps, contributing zero gradient to
+// every collective, so no rank hangs. When all have joined, the parameters and buffers of the
+// lowest rank that took part in the last real step are broadcast to all (PyTorch's
+// _sync_final_model), so every rank ends bit-identical. Every rank must call join() once after
+// its last forward_backward() (optimizer state of a rank that joined early is not updated while
+// it shadows, as in PyTorch). forward()+backward() does not take part in join.
+//
+// Errors: a collective that fails or waits longer than the process group's timeout throws
+// DistError / TimeoutError (see dist/mpi.h); ValueError when ranks disagree on no_sync() in a
+// step.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "lockstep/dist/process_group.h"
+#include "lockstep/parallel/data_parallel.h"
+
+namespace lockstep::parallel {
+
+struct DistributedDataParallelOptions {
+  /// This rank's local devices (empty: {cpu:0}).
+  std::vector<Device> device_ids;
+  /// Bit-identical to one process with one device (see above).
+  bool deterministic = false;
+  /// Samples per shard in deterministic mode (the same on every rank).
+  std::int64_t shard_size = 8;
+  /// Bucket capacity (DDP's bucket_cap_mb; default 25 MB) and overlap with backward.
+  ReducerOptions reducer{};
+  /// Seed of the dropout masks, keyed by (seed, step, sample index within the local batch).
+  std::uint64_t seed = 0;
+  /// Intra-op threads per local device; 0: max(1, usable cores / local devices).
+  int threads_per_device = 0;
+};
+
+/// How a global batch of `batch` samples is cut across `parts` ranks (or devices): sizes as
+/// torch.tensor_split gives them (differ by at most one, larger first), or, with
+/// shard_size > 0, runs of whole shards of shard_size samples split the same way over the
+/// shards (deterministic mode). Returns (start, size) per part; parts may be empty.
+/// ValueError for batch < 0, parts < 1 or shard_size < 0.
+std::vector<std::pair<std::int64_t, std::int64_t>> split_batch(std::int64_t batch,
+                                                               std::int64_t parts,
+                                                               std::int64_t shard_size = 0);
+
+class DistributedDataParallel : public DataParallel {
+ public:
+  /// Wraps `module` for the ranks of `process_group` (every rank constructs its own, in the same
+  /// order as its other collectives). Broadcasts rank 0's parameters and buffers. ValueError for
+  /// a null group; the errors of DataParallel's constructor; DistError/TimeoutError from the
+  /// broadcast.
+  DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                          std::shared_ptr<dist::ProcessGroup> process_group,
+                          DistributedDataParallelOptions options = {});
+
+  const std::shared_ptr<dist::ProcessGroup>& process_group() const {
+    return options().process_group;
+  }
+  int rank() const { return process_group()->rank(); }
+  int world_size() const { return process_group()->size(); }
+
+  /// Call once on every rank after its last forward_backward() of a pass over uneven data (see
+  /// above). Returns when every rank has joined; parameters are then bit-identical on all ranks.
+  void join();
+
+  /// Each rank's share of the last forward_backward()'s loss (weighted by its count / the global
+  /// count; they sum to the returned loss), indexed by rank.
+  const std::vector<double>& rank_losses() const { return rank_losses_; }
+
+  std::string name() const override { return "DistributedDataParallel"; }
+  /// ValueError: a DistributedDataParallel is built collectively by every rank, not cloned.
+  std::shared_ptr<nn::Module> clone() const override;
+};
+
+}  // namespace lockstep::parallel

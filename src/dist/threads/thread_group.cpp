@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "dist/reduce_op.h"
+#include "lockstep/dist/mpi.h"
 #include "lockstep/dist/process_group.h"
 
 namespace lockstep::dist {
@@ -57,19 +59,7 @@ class Shared {
   std::atomic<std::uint64_t> gen_atomic_{0};
 };
 
-// Calls f with the binary function of `op` on T as a distinct functor type, so the loops f runs
-// are compiled per op (no per-element switch) and vectorise.
-template <class T, class F>
-void with_op(ReduceOp op, F&& f) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return f([](T a, T b) { return a + b; });
-    case ReduceOp::Max:
-      return f([](T a, T b) { return a > b ? a : b; });
-    case ReduceOp::Min:
-      return f([](T a, T b) { return a < b ? a : b; });
-  }
-}
+using detail::with_op;
 
 class ThreadGroup : public ProcessGroup {
  public:
@@ -231,6 +221,10 @@ std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size) {
   return out;
 }
 
-std::vector<std::string> available_backends() { return {"threads"}; }
+std::vector<std::string> available_backends() {
+  std::vector<std::string> names{"threads"};
+  if (mpi_available()) names.push_back("mpi");
+  return names;
+}
 
 }  // namespace lockstep::dist

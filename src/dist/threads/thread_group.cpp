@@ -151,15 +151,22 @@ class ThreadGroup : public ProcessGroup {
     s_->arrive_and_wait();
   }
 
+  // Every rank reads the same published slots, so every rank makes the same decision. On a
+  // mismatch all ranks pass one more barrier before throwing: otherwise a rank that throws
+  // early could publish its next collective's slot while a slower rank still reads this one's.
   void check_matching(const char* op) {
     const auto& first = s_->slots[0];
     for (int r = 1; r < size(); ++r) {
       const auto& o = s_->slots[r];
-      if (o.numel != first.numel || o.dtype != first.dtype)
-        throw ShapeError(std::string(op) + ": rank " + std::to_string(r) + " passed " +
-                         std::to_string(o.numel) + " " + to_string(o.dtype) +
-                         " elements but rank 0 passed " + std::to_string(first.numel) + " " +
-                         to_string(first.dtype));
+      if (o.dtype == first.dtype && o.numel == first.numel) continue;
+      const std::string msg = std::string(op) + ": rank " + std::to_string(r) + " passed " +
+                              std::to_string(o.numel) + " " + to_string(o.dtype) +
+                              " elements but rank 0 passed " + std::to_string(first.numel) + " " +
+                              to_string(first.dtype);
+      const bool dtype = o.dtype != first.dtype;
+      s_->arrive_and_wait();
+      if (dtype) throw DTypeError(msg);
+      throw ShapeError(msg);
     }
   }
 

@@ -165,15 +165,17 @@ void MpiGroup::all_reduce(Tensor& t, ReduceOp op) {
   wait(request, "MPI_Ialltoallv");
 
   char* my_slice = static_cast<char*>(t.raw_data()) + static_cast<std::size_t>(displs_[rank_]) * es;
-  blocks_.resize(static_cast<std::size_t>(size_));
-  for (int j = 0; j < size_; ++j) blocks_[j] = recv + static_cast<std::size_t>(j) * mine * es;
-  // fold() writes its output over blocks 0 and 1 only; a later rank folds from a copy.
-  if (rank_ < 2)
-    blocks_[rank_] = my_slice;
-  else
-    std::memcpy(recv + static_cast<std::size_t>(rank_) * mine * es, my_slice,
-                static_cast<std::size_t>(mine) * es);
-  if (mine > 0) fold(t.dtype(), op, blocks_, mine, my_slice);
+  if (mine > 0) {  // fewer elements than ranks: some own none
+    blocks_.resize(static_cast<std::size_t>(size_));
+    for (int j = 0; j < size_; ++j) blocks_[j] = recv + static_cast<std::size_t>(j) * mine * es;
+    // fold() writes its output over blocks 0 and 1 only; a later rank folds from a copy.
+    if (rank_ < 2)
+      blocks_[rank_] = my_slice;
+    else
+      std::memcpy(recv + static_cast<std::size_t>(rank_) * mine * es, my_slice,
+                  static_cast<std::size_t>(mine) * es);
+    fold(t.dtype(), op, blocks_, mine, my_slice);
+  }
 
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.raw_data(), counts_.data(),
                         displs_.data(), type, comm_, &request),

@@ -33,6 +33,7 @@
 #include "lockstep/optim/lr_scheduler.h"
 #include "lockstep/optim/optimizer.h"
 #include "lockstep/optim/sgd.h"
+#include "lockstep/dist/mpi.h"
 #include "lockstep/dist/process_group.h"
 #include "lockstep/dist/mpi.h"
 #include "lockstep/parallel/data_parallel.h"

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lockstep/dist/process_group.h"
 
@@ -21,18 +22,46 @@ bool mpi_available();
 bool launched_by_mpi();
 
 struct MpiOptions {
-  /// Seconds a collective may wait for the other ranks before it throws TimeoutError (> 0).
+  /// Seconds a collective may wait for the other ranks before it throws TimeoutError (> 0;
+  /// infinity waits forever).
   double timeout_seconds = 60.0;
+  /// Before each collective's data, the ranks exchange what they are about to do (collective,
+  /// its sequence number, dtype, element count, op, root, whether the local argument checks
+  /// passed: 64 bytes per rank, one small MPI_Iallgather) and, when they differ, every rank
+  /// throws: DTypeError / ShapeError naming the ranks, DistError for a different collective, op
+  /// or root, and the offending rank's own error type when its arguments were bad. Off: one
+  /// latency fewer per collective (cost: bench/bench_allreduce), and a mismatch becomes an MPI
+  /// error (DistError) or a hang that ends in TimeoutError.
+  bool check_arguments = true;
 };
 
 /// Initialises MPI once per process (MPI_Init_thread; MPI_THREAD_MULTIPLE requested,
 /// MPI_THREAD_SERIALIZED accepted) and returns the group of all ranks (MPI_COMM_WORLD). A second
 /// call returns the same group with the new timeout. DistError when the binary has no MPI
 /// backend or MPI cannot start; ValueError for a timeout <= 0.
+///
+/// The group's collectives take contiguous CPU tensors of float32, float64 or int64 (DeviceError
+/// otherwise) of at most 2^31 - 1 elements (ValueError). The MPI calls are made on duplicates of
+/// MPI_COMM_WORLD with MPI_ERRORS_RETURN: a failed call throws DistError("mpi all_reduce on rank
+/// 1 of 2: MPI_Ialltoallv failed: <MPI_Error_string>"). A collective that is not complete after
+/// timeout_seconds throws TimeoutError("mpi all_reduce timed out after 10 s on rank 0 of 2: no
+/// answer from rank 1 (hung, stopped or dead)"): before throwing, the rank calls a roll (a small
+/// message to and from every peer on a separate communicator, answered by any rank that is
+/// inside a collective, waiting at most 1.5 s); a rank that receives such a call while in a
+/// collective answers it and then fails the same way, naming the rank that timed out. After any
+/// failure the group is unusable: every later call throws DistError at once.
 std::shared_ptr<ProcessGroup> init_mpi(MpiOptions options = {});
 
 /// MPI_Finalize, if init_mpi() ran and MPI is not finalised yet (call once at the end of a run
-/// whose ranks all succeeded: finalize waits for the other ranks).
+/// whose ranks all succeeded: finalize waits for the other ranks). After a collective failed it
+/// does nothing (MPI_Finalize would wait for the failed rank); exit with a non-zero status, and
+/// mpirun ends the other ranks.
 void finalize_mpi();
+
+/// The ranks that did not answer the roll call taken when a collective of the init_mpi() group
+/// failed on a timeout (ascending; the same ranks TimeoutError's message names). Empty before
+/// any timeout, when every rank answered, and in builds without MPI. For reporting which rank
+/// failed without parsing the message.
+std::vector<int> mpi_unresponsive_ranks();
 
 }  // namespace lockstep::dist

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "dist/reduce_op.h"
+#include "lockstep/dist/mpi.h"
 #include "lockstep/dist/process_group.h"
 
 namespace lockstep::dist {
@@ -57,19 +59,7 @@ class Shared {
   std::atomic<std::uint64_t> gen_atomic_{0};
 };
 
-// Calls f with the binary function of `op` on T as a distinct functor type, so the loops f runs
-// are compiled per op (no per-element switch) and vectorise.
-template <class T, class F>
-void with_op(ReduceOp op, F&& f) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return f([](T a, T b) { return a + b; });
-    case ReduceOp::Max:
-      return f([](T a, T b) { return a > b ? a : b; });
-    case ReduceOp::Min:
-      return f([](T a, T b) { return a < b ? a : b; });
-  }
-}
+using detail::with_op;
 
 class ThreadGroup : public ProcessGroup {
  public:
@@ -161,15 +151,22 @@ class ThreadGroup : public ProcessGroup {
     s_->arrive_and_wait();
   }
 
+  // Every rank reads the same published slots, so every rank makes the same decision. On a
+  // mismatch all ranks pass one more barrier before throwing: otherwise a rank that throws
+  // early could publish its next collective's slot while a slower rank still reads this one's.
   void check_matching(const char* op) {
     const auto& first = s_->slots[0];
     for (int r = 1; r < size(); ++r) {
       const auto& o = s_->slots[r];
-      if (o.numel != first.numel || o.dtype != first.dtype)
-        throw ShapeError(std::string(op) + ": rank " + std::to_string(r) + " passed " +
-                         std::to_string(o.numel) + " " + to_string(o.dtype) +
-                         " elements but rank 0 passed " + std::to_string(first.numel) + " " +
-                         to_string(first.dtype));
+      if (o.dtype == first.dtype && o.numel == first.numel) continue;
+      const std::string msg = std::string(op) + ": rank " + std::to_string(r) + " passed " +
+                              std::to_string(o.numel) + " " + to_string(o.dtype) +
+                              " elements but rank 0 passed " + std::to_string(first.numel) + " " +
+                              to_string(first.dtype);
+      const bool dtype = o.dtype != first.dtype;
+      s_->arrive_and_wait();
+      if (dtype) throw DTypeError(msg);
+      throw ShapeError(msg);
     }
   }
 
@@ -231,6 +228,10 @@ std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size) {
   return out;
 }
 
-std::vector<std::string> available_backends() { return {"threads"}; }
+std::vector<std::string> available_backends() {
+  std::vector<std::string> names{"threads"};
+  if (mpi_available()) names.push_back("mpi");
+  return names;
+}
 
 }  // namespace lockstep::dist

@@ -1,0 +1,268 @@
+// The MPI group's collectives. all_reduce is a reduce-scatter plus an all-gather, both posted as
+// non-blocking MPI calls: rank j owns elements [numel*j/n, numel*(j+1)/n); MPI_Ialltoallv sends
+// every rank its slice of everyone's tensor, the owner folds the n copies in rank order
+// (rank 0 op rank 1 op ...) with the threads backend's functions (dist/reduce_op.h), and
+// MPI_Iallgatherv returns the reduced slices to every rank. MPI's own reductions are not used:
+// their order is unspecified, so ranks (and runs) could get different bits.
+#include "dist/mpi/mpi_group.h"
+
+#include <climits>
+#include <cstring>
+
+#include "dist/reduce_op.h"
+
+namespace lockstep::dist::mpi_detail {
+
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int64:
+      return MPI_INT64_T;
+  }
+  return MPI_BYTE;
+}
+
+// Tensors are always contiguous and row-major (core/tensor.h), so only the device and the
+// element count (MPI counts are int) need checking.
+ArgError check_tensor(const Tensor& t, const std::string& what) {
+  if (!t.defined()) return {ArgErrorType::Value, what + " is an undefined tensor"};
+  if (!t.device().is_cpu())
+    return {ArgErrorType::Device,
+            what + " is on " + t.device().str() + "; the mpi backend takes CPU tensors"};
+  if (t.numel() > INT_MAX)
+    return {ArgErrorType::Value, what + " has " + std::to_string(t.numel()) +
+                                     " elements; the mpi backend takes at most " +
+                                     std::to_string(INT_MAX) + " per tensor"};
+  return {};
+}
+
+// `t` must have the element count and dtype of `like` (all_gather outputs, reduce_scatter
+// inputs).
+ArgError check_like(const Tensor& t, const std::string& what, const Tensor& like,
+                    const std::string& like_name) {
+  if (ArgError e = check_tensor(t, what)) return e;
+  if (t.dtype() != like.dtype())
+    return {ArgErrorType::DType, what + " is " + to_string(t.dtype()) + " but " + like_name +
+                                     " is " + to_string(like.dtype())};
+  if (t.numel() != like.numel())
+    return {ArgErrorType::Shape, what + " " + t.shape().str() + " does not match " + like_name +
+                                     " " + like.shape().str()};
+  return {};
+}
+
+CallInfo describe(Kind kind, const Tensor& t, std::int64_t op, std::int64_t root) {
+  CallInfo c;
+  c.kind = static_cast<std::int64_t>(kind);
+  if (t.defined()) {
+    c.dtype = static_cast<std::int64_t>(t.dtype());
+    c.numel = t.numel();
+  }
+  c.op = op;
+  c.root = root;
+  return c;
+}
+
+// out[i] = ((blocks[0][i] op blocks[1][i]) op blocks[2][i]) ...: the threads backend's order and
+// functions, so the bits are the same. `out` may be blocks[0] or blocks[1] (each element is read
+// before it is written), never a later block. At least two blocks.
+template <class T>
+void fold(ReduceOp op, const std::vector<const void*>& blocks, std::int64_t m, void* out_raw) {
+  T* out = static_cast<T*>(out_raw);
+  detail::with_op<T>(op, [&](auto f) {
+    const T* a = static_cast<const T*>(blocks[0]);
+    const T* b = static_cast<const T*>(blocks[1]);
+    for (std::int64_t i = 0; i < m; ++i) out[i] = f(a[i], b[i]);
+    for (std::size_t j = 2; j < blocks.size(); ++j) {
+      const T* c = static_cast<const T*>(blocks[j]);
+      for (std::int64_t i = 0; i < m; ++i) out[i] = f(out[i], c[i]);
+    }
+  });
+}
+
+void fold(DType dtype, ReduceOp op, const std::vector<const void*>& blocks, std::int64_t m,
+          void* out) {
+  switch (dtype) {
+    case DType::Float32:
+      return fold<float>(op, blocks, m, out);
+    case DType::Float64:
+      return fold<double>(op, blocks, m, out);
+    case DType::Int64:
+      return fold<std::int64_t>(op, blocks, m, out);
+  }
+}
+
+void copy_if_distinct(const Tensor& from, Tensor& to) {
+  if (from.raw_data() != to.raw_data() && from.numel() > 0)
+    std::memcpy(to.raw_data(), from.raw_data(),
+                static_cast<std::size_t>(from.numel()) * element_size(from.dtype()));
+}
+
+}  // namespace
+
+MpiGroup::MpiGroup(MPI_Comm comm, MPI_Comm roll, const MpiOptions& options)
+    : comm_(comm),
+      roll_(roll),
+      timeout_s_(options.timeout_seconds),
+      check_arguments_(options.check_arguments) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  const auto n = static_cast<std::size_t>(size_);
+  counts_.resize(n);
+  displs_.resize(n);
+  scounts_.resize(n);
+  rcounts_.resize(n);
+  rdispls_.resize(n);
+  if (size_ > 1) post_ping_receive();
+}
+
+void MpiGroup::set_options(const MpiOptions& options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timeout_s_ = options.timeout_seconds;
+  check_arguments_ = options.check_arguments;
+}
+
+std::vector<int> MpiGroup::unresponsive_ranks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unresponsive_;
+}
+
+void* MpiGroup::scratch(std::size_t index, std::size_t bytes) {
+  if (scratch_[index].size() < bytes) scratch_[index].resize(bytes);
+  return scratch_[index].data();
+}
+
+void MpiGroup::all_reduce(Tensor& t, ReduceOp op) {
+  Call call(*this, Kind::AllReduce);
+  agree(describe(Kind::AllReduce, t, static_cast<std::int64_t>(op), -1), check_tensor(t, "tensor"));
+  const std::int64_t numel = t.numel();
+  if (size_ == 1 || numel == 0) return;
+  call.pin(t);
+  const MPI_Datatype type = mpi_type(t.dtype());
+  const std::size_t es = element_size(t.dtype());
+  // Slices: rank j owns [displs_[j], displs_[j] + counts_[j]).
+  for (int j = 0; j < size_; ++j) {
+    const std::int64_t lo = numel * j / size_, hi = numel * (j + 1) / size_;
+    displs_[j] = static_cast<int>(lo);
+    counts_[j] = static_cast<int>(hi - lo);
+  }
+  const int mine = counts_[rank_];
+  // Rank j's copy of my slice lands at recv + j * mine; my own copy stays in `t` (no self send).
+  for (int j = 0; j < size_; ++j) {
+    scounts_[j] = j == rank_ ? 0 : counts_[j];
+    rcounts_[j] = j == rank_ ? 0 : mine;
+    rdispls_[j] = j * mine;
+  }
+  auto* recv = static_cast<char*>(scratch(0, static_cast<std::size_t>(mine) * size_ * es));
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ialltoallv(t.raw_data(), scounts_.data(), displs_.data(), type, recv, rcounts_.data(),
+                       rdispls_.data(), type, comm_, &request),
+        "MPI_Ialltoallv");
+  wait(request, "MPI_Ialltoallv");
+
+  char* my_slice = static_cast<char*>(t.raw_data()) + static_cast<std::size_t>(displs_[rank_]) * es;
+  if (mine > 0) {  // fewer elements than ranks: some own none
+    blocks_.resize(static_cast<std::size_t>(size_));
+    for (int j = 0; j < size_; ++j) blocks_[j] = recv + static_cast<std::size_t>(j) * mine * es;
+    // fold() writes its output over blocks 0 and 1 only; a later rank folds from a copy.
+    if (rank_ < 2)
+      blocks_[rank_] = my_slice;
+    else
+      std::memcpy(recv + static_cast<std::size_t>(rank_) * mine * es, my_slice,
+                  static_cast<std::size_t>(mine) * es);
+    fold(t.dtype(), op, blocks_, mine, my_slice);
+  }
+
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.raw_data(), counts_.data(),
+                        displs_.data(), type, comm_, &request),
+        "MPI_Iallgatherv");
+  wait(request, "MPI_Iallgatherv");
+}
+
+void MpiGroup::broadcast(Tensor& t, int root) {
+  Call call(*this, Kind::Broadcast);
+  ArgError err = check_tensor(t, "tensor");
+  if (!err && (root < 0 || root >= size_))
+    err = {ArgErrorType::Value, "root " + std::to_string(root) + " out of range for " +
+                                    std::to_string(size_) + " ranks"};
+  agree(describe(Kind::Broadcast, t, -1, root), err);
+  if (size_ == 1 || t.numel() == 0) return;
+  call.pin(t);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(t.raw_data(), static_cast<int>(t.numel()), mpi_type(t.dtype()), root, comm_,
+                   &request),
+        "MPI_Ibcast");
+  wait(request, "MPI_Ibcast");
+}
+
+void MpiGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  Call call(*this, Kind::AllGather);
+  ArgError err = check_tensor(input, "input");
+  if (!err && static_cast<int>(outputs.size()) != size_)
+    err = {ArgErrorType::Value,
+           "expected " + std::to_string(size_) + " outputs, got " + std::to_string(outputs.size())};
+  for (std::size_t r = 0; r < outputs.size() && !err; ++r)
+    err = check_like(outputs[r], "output " + std::to_string(r), input, "input");
+  agree(describe(Kind::AllGather, input, -1, -1), err);
+  if (size_ == 1) return copy_if_distinct(input, outputs[0]);
+  const std::int64_t numel = input.numel();
+  if (numel == 0) return;
+  call.pin(input);
+  const std::size_t bytes = static_cast<std::size_t>(numel) * element_size(input.dtype());
+  auto* recv = static_cast<char*>(scratch(0, bytes * static_cast<std::size_t>(size_)));
+  const MPI_Datatype type = mpi_type(input.dtype());
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(input.raw_data(), static_cast<int>(numel), type, recv,
+                       static_cast<int>(numel), type, comm_, &request),
+        "MPI_Iallgather");
+  wait(request, "MPI_Iallgather");
+  for (int r = 0; r < size_; ++r) std::memcpy(outputs[r].raw_data(), recv + r * bytes, bytes);
+}
+
+void MpiGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  Call call(*this, Kind::ReduceScatter);
+  ArgError err = check_tensor(output, "output");
+  if (!err && static_cast<int>(inputs.size()) != size_)
+    err = {ArgErrorType::Value,
+           "expected " + std::to_string(size_) + " inputs, got " + std::to_string(inputs.size())};
+  for (std::size_t j = 0; j < inputs.size() && !err; ++j)
+    err = check_like(inputs[j], "input " + std::to_string(j), output, "output");
+  agree(describe(Kind::ReduceScatter, output, static_cast<std::int64_t>(op), -1), err);
+  if (size_ == 1) return copy_if_distinct(inputs[0], output);
+  const std::int64_t numel = output.numel();
+  if (numel == 0) return;
+  const std::size_t bytes = static_cast<std::size_t>(numel) * element_size(output.dtype());
+  // inputs[j] goes to rank j: pack them into one buffer for MPI_Ialltoall.
+  auto* send = static_cast<char*>(scratch(0, bytes * static_cast<std::size_t>(size_)));
+  auto* recv = static_cast<char*>(scratch(1, bytes * static_cast<std::size_t>(size_)));
+  for (int j = 0; j < size_; ++j) std::memcpy(send + j * bytes, inputs[j].raw_data(), bytes);
+  const MPI_Datatype type = mpi_type(output.dtype());
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ialltoall(send, static_cast<int>(numel), type, recv, static_cast<int>(numel), type,
+                      comm_, &request),
+        "MPI_Ialltoall");
+  wait(request, "MPI_Ialltoall");
+  blocks_.resize(static_cast<std::size_t>(size_));
+  for (int j = 0; j < size_; ++j) blocks_[j] = recv + j * bytes;
+  fold(output.dtype(), op, blocks_, numel, output.raw_data());
+}
+
+void MpiGroup::barrier() {
+  Call call(*this, Kind::Barrier);
+  if (size_ == 1) return;
+  if (check_arguments_) {
+    // The argument exchange is a barrier itself: no rank's MPI_Iallgather completes before
+    // every rank has contributed.
+    agree(describe(Kind::Barrier, Tensor(), -1, -1), {});
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  wait(request, "MPI_Ibarrier");
+}
+
+}  // namespace lockstep::dist::mpi_detail

@@ -1,0 +1,153 @@
+// The "mpi" ProcessGroup (internal): one object per process, over duplicates of MPI_COMM_WORLD.
+// mpi_group.cpp has the collectives, mpi_wait.cpp the polling, roll call and error reporting,
+// mpi_init.cpp init_mpi / finalize_mpi.
+#pragma once
+
+// MPI's C API only: without these, OpenMPI's and MPICH's mpi.h pull in their deprecated C++
+// bindings, which need libmpi_cxx.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lockstep/dist/mpi.h"
+
+namespace lockstep::dist::mpi_detail {
+
+// The collectives, as sent in CallInfo::kind.
+enum class Kind : std::int64_t { AllReduce, Broadcast, AllGather, ReduceScatter, Barrier };
+
+// A local argument check that failed, as sent in CallInfo::error (0: none), so that every rank
+// throws the same type.
+enum class ArgErrorType : std::int64_t { None, Value, Shape, DType, Device };
+
+struct ArgError {
+  ArgErrorType type = ArgErrorType::None;
+  std::string message;
+  explicit operator bool() const { return type != ArgErrorType::None; }
+};
+
+// What each rank announces before a collective's data when check_arguments is on (8 x int64).
+struct CallInfo {
+  std::int64_t seq = 0;    // collectives this group ran before this one
+  std::int64_t kind = 0;   // Kind
+  std::int64_t dtype = 0;  // DType
+  std::int64_t numel = 0;
+  std::int64_t op = -1;    // ReduceOp, -1 when the collective has none
+  std::int64_t root = -1;  // broadcast root, -1 otherwise
+  std::int64_t error = 0;  // ArgErrorType of this rank's own argument checks
+  std::int64_t reserved = 0;
+};
+
+class MpiGroup final : public ProcessGroup {
+ public:
+  // Takes ownership of both communicators (duplicates of MPI_COMM_WORLD with MPI_ERRORS_RETURN):
+  // `comm` carries the collectives, `roll` the roll call.
+  MpiGroup(MPI_Comm comm, MPI_Comm roll, const MpiOptions& options);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  void all_reduce(Tensor& tensor, ReduceOp op) override;
+  void broadcast(Tensor& tensor, int root) override;
+  void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override;
+  void barrier() override;
+
+  void set_options(const MpiOptions& options);
+  std::vector<int> unresponsive_ranks();
+  // Cancels the roll-call receive and frees the communicators. Returns false (and frees
+  // nothing) when a collective failed: MPI requests are still pending then, and MPI_Finalize
+  // would wait for the failed rank.
+  bool shutdown();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // One collective in progress: holds the group's lock, names the collective in errors, sets
+  // the deadline, refuses to start on a failed or finalised group. `pin` keeps the tensors MPI
+  // may still write to alive if the collective fails.
+  class Call {
+   public:
+    Call(MpiGroup& g, Kind kind);
+    ~Call();
+    void pin(const Tensor& t) { g_.in_flight_.push_back(t); }
+
+   private:
+    MpiGroup& g_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // Exchanges `info` (with check_arguments) and throws on every rank when the ranks disagree or
+  // any rank's own argument check failed; without the check (or on one rank) throws `local` here.
+  void agree(CallInfo info, const ArgError& local);
+  // Polls `request` until it completes, the deadline passes (TimeoutError) or a peer calls the
+  // roll (TimeoutError). `mpi_call` names the MPI function in errors.
+  void wait(MPI_Request& request, const char* mpi_call);
+  // Throws DistError for a failed MPI call (rc != MPI_SUCCESS) and marks the group failed.
+  void check(int rc, const char* mpi_call);
+  [[noreturn]] void fail(const std::string& message, bool timeout);
+  [[noreturn]] void fail_timeout();
+  [[noreturn]] void fail_called_by_peer();
+
+  // Roll call: answers a pending ping with a pong (serve_roll_call), or pings every peer and
+  // returns the ranks that did not answer within `window_s` (roll_call).
+  void post_ping_receive();
+  void serve_roll_call();
+  std::vector<int> roll_call(double window_s);
+  void reap_sends();
+
+  std::string where() const;  // "mpi all_reduce on rank 0 of 2"
+  void* scratch(std::size_t index, std::size_t bytes);
+
+  MPI_Comm comm_;
+  MPI_Comm roll_;
+  int rank_ = 0;
+  int size_ = 1;
+  double timeout_s_;
+  bool check_arguments_;
+
+  std::mutex mu_;
+  const char* current_ = "";  // the collective in progress, for messages
+  std::int64_t seq_ = 0;
+  Clock::time_point deadline_{};
+  bool finalized_ = false;
+  std::string failure_;  // the first failure; non-empty: the group is unusable
+  std::vector<Tensor> in_flight_;
+  std::vector<Tensor> orphans_;  // tensors a failed collective may still write to
+
+  CallInfo my_info_;
+  std::vector<CallInfo> infos_;
+  // all_reduce's slices (counts_, displs_) and MPI_Ialltoallv's send and receive layouts; MPI
+  // reads them until the call completes, so they are members.
+  std::vector<int> counts_, displs_, scounts_, rcounts_, rdispls_;
+  std::vector<const void*> blocks_;  // the copies fold() combines, in rank order
+  std::vector<std::byte> scratch_[2];
+
+  // Roll call state (communicator roll_): a receive from any peer is always posted.
+  MPI_Request ping_request_ = MPI_REQUEST_NULL;
+  std::int64_t ping_buffer_ = 0;
+  std::int64_t ping_payload_ = 0;
+  const std::int64_t pong_payload_ = 1;
+  int called_by_ = -1;  // the first peer whose roll call reached this rank
+  std::vector<MPI_Request> sends_;
+  std::vector<std::int64_t> pong_buffers_;
+  std::vector<MPI_Request> pong_requests_;
+  std::vector<int> unresponsive_;
+};
+
+// MPI_Error_string of `rc`.
+std::string error_string(int rc);
+
+}  // namespace lockstep::dist::mpi_detail

@@ -1,0 +1,320 @@
+// The MPI group's waiting and failure handling: every collective polls its non-blocking MPI
+// request until it completes or the deadline passes; a timed-out rank calls a roll over a
+// separate communicator to name the ranks that are gone, and a rank that hears the roll while
+// inside a collective answers it and fails too, so no surviving rank waits out its own timeout.
+#include <sched.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "dist/mpi/mpi_group.h"
+
+namespace lockstep::dist::mpi_detail {
+
+namespace {
+
+constexpr int kPingTag = 1;
+constexpr int kPongTag = 2;
+// Polls spent spinning before the waiting rank starts to yield its core (4 ranks on 2 cores
+// must not starve each other), and how long it yields before sleeping 50 us between polls.
+constexpr int kSpinPolls = 100;
+constexpr auto kYieldPhase = std::chrono::milliseconds(5);
+constexpr double kRollCallSeconds = 1.5;
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::AllReduce:
+      return "all_reduce";
+    case Kind::Broadcast:
+      return "broadcast";
+    case Kind::AllGather:
+      return "all_gather";
+    case Kind::ReduceScatter:
+      return "reduce_scatter";
+    case Kind::Barrier:
+      return "barrier";
+  }
+  return "collective";
+}
+
+const char* kind_name(std::int64_t k) {
+  return k >= 0 && k <= static_cast<std::int64_t>(Kind::Barrier) ? kind_name(static_cast<Kind>(k))
+                                                                 : "an unknown collective";
+}
+
+std::string dtype_name(std::int64_t d) {
+  return d >= 0 && d <= static_cast<std::int64_t>(DType::Int64) ? to_string(static_cast<DType>(d))
+                                                                : "unknown-dtype";
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+[[noreturn]] void throw_typed(ArgErrorType type, const std::string& message) {
+  switch (type) {
+    case ArgErrorType::Shape:
+      throw ShapeError(message);
+    case ArgErrorType::DType:
+      throw DTypeError(message);
+    case ArgErrorType::Device:
+      throw DeviceError(message);
+    case ArgErrorType::Value:
+    case ArgErrorType::None:
+      break;
+  }
+  throw ValueError(message);
+}
+
+// "no answer from rank 1 (hung, stopped or dead)" / "... from ranks 1, 3 ..." / every rank
+// answered.
+std::string describe_roll_call(const std::vector<int>& silent) {
+  if (silent.empty())
+    return "every rank answered a roll call, so all are alive: a rank stayed out of collectives "
+           "for longer than the timeout";
+  std::string s = silent.size() == 1 ? "no answer from rank " : "no answer from ranks ";
+  for (std::size_t i = 0; i < silent.size(); ++i) s += (i ? ", " : "") + std::to_string(silent[i]);
+  return s + " (hung, stopped or dead)";
+}
+
+}  // namespace
+
+std::string error_string(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+MpiGroup::Call::Call(MpiGroup& g, Kind kind) : g_(g), lock_(g.mu_) {
+  g.current_ = kind_name(kind);
+  if (g.finalized_) throw DistError(g.where() + ": MPI was finalised (finalize_mpi)");
+  if (!g.failure_.empty())
+    throw DistError(g.where() + ": the group is unusable after an earlier failure: " + g.failure_);
+  const auto now = Clock::now();
+  g.deadline_ = g.timeout_s_ > 1e9 ? Clock::time_point::max()
+                                   : now + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(g.timeout_s_));
+  if (g.size_ > 1) {
+    // A roll call that reached this rank between collectives: a peer has timed out already.
+    g.serve_roll_call();
+    if (g.called_by_ >= 0) g.fail_called_by_peer();
+  }
+}
+
+MpiGroup::Call::~Call() {
+  g_.in_flight_.clear();
+  ++g_.seq_;
+}
+
+std::string MpiGroup::where() const {
+  return std::string("mpi ") + current_ + " on rank " + std::to_string(rank_) + " of " +
+         std::to_string(size_);
+}
+
+void MpiGroup::check(int rc, const char* mpi_call) {
+  if (rc != MPI_SUCCESS) fail(where() + ": " + mpi_call + " failed: " + error_string(rc), false);
+}
+
+void MpiGroup::fail(const std::string& message, bool timeout) {
+  failure_ = message;
+  // MPI may still write into (or read from) these buffers: keep them alive for good.
+  for (auto& t : in_flight_) orphans_.push_back(t);
+  in_flight_.clear();
+  if (timeout) throw TimeoutError(message);
+  throw DistError(message);
+}
+
+void MpiGroup::fail_timeout() {
+  unresponsive_ = roll_call(kRollCallSeconds);
+  fail(std::string("mpi ") + current_ + " timed out after " + seconds(timeout_s_) + " on rank " +
+           std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
+           describe_roll_call(unresponsive_),
+       true);
+}
+
+void MpiGroup::fail_called_by_peer() {
+  const int caller = called_by_;
+  unresponsive_ = roll_call(kRollCallSeconds);
+  fail(where() + ": rank " + std::to_string(caller) +
+           " timed out in a collective and called the roll; " + describe_roll_call(unresponsive_),
+       true);
+}
+
+void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
+  const auto start = Clock::now();
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), mpi_call);
+    if (done) return;
+    if (polls < kSpinPolls) continue;
+    serve_roll_call();
+    if (called_by_ >= 0) fail_called_by_peer();
+    const auto now = Clock::now();
+    if (now >= deadline_) fail_timeout();
+    if (now - start < kYieldPhase) {
+      sched_yield();
+    } else {
+      timespec pause{0, 50'000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+void MpiGroup::agree(CallInfo info, const ArgError& local) {
+  if (size_ == 1 || !check_arguments_) {
+    if (local) throw_typed(local.type, where() + ": " + local.message);
+    return;
+  }
+  info.seq = seq_;
+  info.error = static_cast<std::int64_t>(local.type);
+  infos_.resize(static_cast<std::size_t>(size_));
+  my_info_ = info;  // a member: MPI reads it until the exchange completes
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(&my_info_, sizeof(CallInfo), MPI_BYTE, infos_.data(), sizeof(CallInfo),
+                       MPI_BYTE, comm_, &request),
+        "MPI_Iallgather");
+  wait(request, "MPI_Iallgather");
+
+  // Every rank sees the same infos_, so every rank takes the same branch below.
+  if (local) throw_typed(local.type, where() + ": " + local.message);
+  for (int r = 0; r < size_; ++r)
+    if (infos_[r].error != 0)
+      throw_typed(static_cast<ArgErrorType>(infos_[r].error),
+                  where() + ": rank " + std::to_string(r) +
+                      " rejected its arguments (see its error); no rank ran the collective");
+
+  const CallInfo& first = infos_[0];
+  auto differing = [&](auto field, auto describe) {
+    std::string list;
+    for (int r = 1; r < size_; ++r)
+      if (field(infos_[r]) != field(first))
+        list +=
+            (list.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " " + describe(infos_[r]));
+    return list.empty() ? list : list + ", but rank 0 " + describe(first);
+  };
+  auto call = [](const CallInfo& c) {
+    return std::string("called ") + kind_name(c.kind) + " (collective #" + std::to_string(c.seq) +
+           ")";
+  };
+  auto elements = [](const CallInfo& c) {
+    return "passed " + std::to_string(c.numel) + " " + dtype_name(c.dtype) + " elements";
+  };
+  std::string d = differing([](const CallInfo& c) { return std::pair(c.kind, c.seq); }, call);
+  if (!d.empty()) throw DistError(where() + ": the ranks called different collectives: " + d);
+  d = differing([](const CallInfo& c) { return c.dtype; }, elements);
+  if (!d.empty()) throw DTypeError(where() + ": " + d);
+  d = differing([](const CallInfo& c) { return c.numel; }, elements);
+  if (!d.empty()) throw ShapeError(where() + ": " + d);
+  d = differing([](const CallInfo& c) { return c.op; },
+                [](const CallInfo& c) { return "passed reduce op " + std::to_string(c.op); });
+  if (!d.empty()) throw DistError(where() + ": " + d);
+  d = differing([](const CallInfo& c) { return c.root; },
+                [](const CallInfo& c) { return "passed root " + std::to_string(c.root); });
+  if (!d.empty()) throw DistError(where() + ": " + d);
+}
+
+// ---- roll call -----------------------------------------------------------------------------
+
+void MpiGroup::post_ping_receive() {
+  if (MPI_Irecv(&ping_buffer_, 1, MPI_INT64_T, MPI_ANY_SOURCE, kPingTag, roll_, &ping_request_) !=
+      MPI_SUCCESS)
+    ping_request_ = MPI_REQUEST_NULL;
+}
+
+void MpiGroup::serve_roll_call() {
+  if (ping_request_ == MPI_REQUEST_NULL) return;
+  int arrived = 0;
+  MPI_Status status;
+  if (MPI_Test(&ping_request_, &arrived, &status) != MPI_SUCCESS) {
+    ping_request_ = MPI_REQUEST_NULL;  // the roll-call channel is broken: stop serving it
+    return;
+  }
+  if (!arrived) return;
+  const int caller = status.MPI_SOURCE;
+  MPI_Request send = MPI_REQUEST_NULL;
+  if (MPI_Isend(&pong_payload_, 1, MPI_INT64_T, caller, kPongTag, roll_, &send) == MPI_SUCCESS)
+    sends_.push_back(send);
+  if (called_by_ < 0) called_by_ = caller;
+  post_ping_receive();
+  reap_sends();
+}
+
+void MpiGroup::reap_sends() {
+  std::erase_if(sends_, [](MPI_Request& r) {
+    int done = 0;
+    return MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done;
+  });
+}
+
+std::vector<int> MpiGroup::roll_call(double window_s) {
+  const auto n = static_cast<std::size_t>(size_);
+  pong_buffers_.assign(n, 0);
+  pong_requests_.assign(n, MPI_REQUEST_NULL);
+  std::vector<char> answered(n, 0);
+  answered[static_cast<std::size_t>(rank_)] = 1;
+  ping_payload_ = seq_;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (MPI_Irecv(&pong_buffers_[p], 1, MPI_INT64_T, p, kPongTag, roll_, &pong_requests_[p]) !=
+        MPI_SUCCESS) {
+      pong_requests_[p] = MPI_REQUEST_NULL;  // counts as no answer
+      continue;
+    }
+    MPI_Request send = MPI_REQUEST_NULL;
+    if (MPI_Isend(&ping_payload_, 1, MPI_INT64_T, p, kPingTag, roll_, &send) == MPI_SUCCESS)
+      sends_.push_back(send);
+  }
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(window_s));
+  for (;;) {
+    int waiting = 0;
+    for (int p = 0; p < size_; ++p) {
+      if (answered[p] || pong_requests_[p] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      if (MPI_Test(&pong_requests_[p], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+        answered[p] = 1;
+      else
+        ++waiting;
+    }
+    serve_roll_call();  // peers that time out at the same moment call the roll too
+    if (waiting == 0 || Clock::now() >= end) break;
+    timespec pause{0, 200'000};
+    nanosleep(&pause, nullptr);
+  }
+  std::vector<int> silent;
+  for (int p = 0; p < size_; ++p) {
+    if (answered[p]) continue;
+    silent.push_back(p);
+    // The receive stays cancelled-or-pending; its buffer lives as long as the group.
+    if (pong_requests_[p] != MPI_REQUEST_NULL) MPI_Cancel(&pong_requests_[p]);
+  }
+  return silent;
+}
+
+bool MpiGroup::shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finalized_) return true;
+  if (!failure_.empty()) return false;
+  finalized_ = true;
+  if (ping_request_ != MPI_REQUEST_NULL) {
+    MPI_Cancel(&ping_request_);
+    MPI_Wait(&ping_request_, MPI_STATUS_IGNORE);
+  }
+  // Pongs to peers are a few bytes, sent eagerly; give them a second, then let MPI finish them.
+  const auto end = Clock::now() + std::chrono::seconds(1);
+  while (!sends_.empty() && Clock::now() < end) {
+    reap_sends();
+    sched_yield();
+  }
+  for (auto& r : sends_) MPI_Request_free(&r);
+  sends_.clear();
+  MPI_Comm_free(&roll_);
+  MPI_Comm_free(&comm_);
+  return true;
+}
+
+}  // namespace lockstep::dist::mpi_detail

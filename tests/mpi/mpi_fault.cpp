@@ -1,0 +1,86 @@
+// mpi_fault: a small MPI job in which rank 1 fails before a collective, for the fault tests
+// (tests/mpi/fault_test.sh runs it under mpirun and checks the exit status, the time and the
+// output). Usage: mpi_fault MODE TIMEOUT_SECONDS, MODE one of
+//   stop   rank 1 stops itself (SIGSTOP); the others must throw TimeoutError naming rank 1 after
+//          TIMEOUT_SECONDS (+ the roll call); rank 2, if any, enters the collective 1 s late and
+//          must fail on rank 0's roll call instead of waiting out its own timeout
+//   exit   rank 1 exits with status 3 (no MPI_Finalize)
+//   throw  rank 1 throws a DataError nobody catches (std::terminate, SIGABRT)
+//   kill   rank 1 kills itself (SIGKILL)
+// In the last three, mpirun must end the job long before TIMEOUT_SECONDS.
+// Every rank writes its pid to $MPI_FAULT_PID_DIR/pid.RANK (when set), so the script can clean
+// up a rank that is still stopped. Survivors print one line per event, prefixed "rank R:", and
+// exit with status 4 (the CLI's status for a distributed failure).
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "lockstep/lockstep.h"
+
+using namespace lockstep;
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: mpi_fault stop|exit|throw|kill TIMEOUT_SECONDS\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const double timeout = std::atof(argv[2]);
+  // Start-up (all ranks in, pids written) with a long timeout, then the short one under test.
+  auto g = dist::init_mpi({.timeout_seconds = 60});
+  const int rank = g->rank();
+  if (const char* dir = std::getenv("MPI_FAULT_PID_DIR"))
+    std::ofstream(std::string(dir) + "/pid." + std::to_string(rank)) << getpid() << "\n";
+  g->barrier();
+  dist::init_mpi({.timeout_seconds = timeout});
+
+  if (rank == 1) {
+    if (mode == "stop") std::raise(SIGSTOP);
+    if (mode == "exit") std::exit(3);
+    if (mode == "throw") throw DataError("mpi_fault: rank 1 read a malformed sample");
+    if (mode == "kill") std::raise(SIGKILL);
+  }
+  if (mode == "stop" && rank == 2) std::this_thread::sleep_for(std::chrono::seconds(1));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor x = full({1000}, 1.0);
+  try {
+    g->all_reduce(x);
+    std::printf("rank %d: all_reduce returned (no failure seen)\n", rank);
+    dist::finalize_mpi();
+    return 0;
+  } catch (const TimeoutError& e) {
+    std::printf("rank %d: TimeoutError after %.1f s: %s\n", rank, since(t0), e.what());
+  } catch (const DistError& e) {
+    std::printf("rank %d: DistError after %.1f s: %s\n", rank, since(t0), e.what());
+  }
+  std::string silent;
+  for (int r : dist::mpi_unresponsive_ranks()) silent += " " + std::to_string(r);
+  std::printf("rank %d: unresponsive:%s\n", rank, silent.c_str());
+  const auto t1 = std::chrono::steady_clock::now();
+  try {
+    g->barrier();
+    std::printf("rank %d: barrier after the failure returned\n", rank);
+  } catch (const DistError& e) {
+    std::printf("rank %d: after the failure, DistError in %.3f s: %s\n", rank, since(t1), e.what());
+  }
+  std::fflush(stdout);
+  // Let the other survivors print before this exit makes mpirun end the job.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  dist::finalize_mpi();  // does nothing after a failure
+  return 4;
+}

@@ -175,6 +175,26 @@ void add_data_flags(CLI::App& app, DataOptions& d) {
       ->check(unsigned_integer());
 }
 
+/// --backend, --timeout, --log-all-ranks (shared by train and eval).
+void add_dist_flags(CLI::App& app, DistOptions& d) {
+  app.add_option_function<std::string>(
+         "--backend", [&d](const std::string& v) { d.backend = v; },
+         "Process group: threads (this process alone, its devices as workers), mpi (one rank per "
+         "process, under mpirun) or nccl (CUDA builds)" +
+             dflt("mpi when started by mpirun, else threads"))
+      ->check(one_of({"threads", "mpi", "nccl"}))
+      ->type_name("NAME");
+  app.add_option("--timeout", d.timeout,
+                 "Seconds a collective waits for the other ranks before the job fails with exit "
+                 "status 4 (a rank hung, stopped or died)" +
+                     dflt("60"))
+      ->check(finite_number(true));
+  app.add_flag("--log-all-ranks", d.log_all_ranks,
+               "Every rank prints its progress and summary, not only rank 0 (errors always "
+               "print; mpirun --tag-output tells the ranks apart)" +
+                   dflt("off"));
+}
+
 /// --model, --activation, --dropout (shared by train and eval).
 void add_model_flags(CLI::App& app, ModelOptions& m) {
   app.add_option("--model", m.spec,
@@ -200,6 +220,7 @@ void add_train_command(CLI::App& app, CliOptions& options) {
   TrainOptions& c = options.train;
   add_data_flags(*train, c.data);
   add_model_flags(*train, c.model);
+  add_dist_flags(*train, c.dist);
   train->add_option("--optimizer", c.optimizer, "sgd, adam or adamw" + dflt("sgd"))
       ->check(one_of({"sgd", "adam", "adamw"}));
   train
@@ -346,6 +367,7 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
   EvalOptions& e = options.eval;
   add_data_flags(*eval, e.data);
   add_model_flags(*eval, e.model);
+  add_dist_flags(*eval, e.dist);
   eval->add_option("--weights", e.weights,
                    "safetensors file with the model's state_dict (from --save, or PyTorch's)" +
                        dflt("none, required"))
@@ -354,18 +376,22 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
   for (CLI::Option* opt : eval->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   eval->footer(
-      "Output: `loss X accuracy Y` (6 decimals) over the validation part of --data, or over "
-      "all of it with --val-fraction 0 or when it has no validation part.\n"
-      "Exit status: 0 success, 1 internal error, 2 usage or data error.");
+      "Output: `loss X accuracy Y samples N` (6 decimals) over the validation part of --data, or "
+      "over all of it with --val-fraction 0 or when it has no validation part. Under mpirun "
+      "every rank evaluates its own tensor_split part of the rows, each row exactly once, and the "
+      "sums are reduced across ranks.\n"
+      "Exit status: 0 success, 1 internal error, 2 usage or data error, 4 distributed failure.");
   eval->callback([&options] { options.command = Command::Eval; });
 }
 
 }  // namespace
 
 std::string version_text() {
+  const bool mpi = dist::mpi_available();
   return std::string("lockstep ") + LOCKSTEP_VERSION +
-         "\nbackends built: threads (cpu:k devices, in-process process group)"
-         "\nbackends not built: MPI, NCCL/CUDA";
+         "\nbackends built: threads (cpu:k devices, in-process process group)" +
+         (mpi ? ", mpi (one rank per process under mpirun)" : "") +
+         "\nbackends not built: " + (mpi ? "" : "MPI, ") + "NCCL/CUDA";
 }
 
 std::unique_ptr<CLI::App> make_cli(CliOptions& options) {

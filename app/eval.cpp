@@ -20,6 +20,7 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
   const bool all = data_options.val_fraction && *data_options.val_fraction == 0.0;
   if (all && parse_data_spec(data_options.spec).has_validation_part())
     data_options.val_fraction.reset();
+  const DistContext dist = init_distributed(options.dist);
   manual_seed(data_options.seed);
   const LoadedData data = load_data(data_options);
 
@@ -37,9 +38,12 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
 
   Tensor x = data.val_x, y = data.val_y;
   if (all || !data.has_validation()) all_rows(data, x, y);
-  const EvalResult r = evaluate([&model](const Tensor& in) { return model->forward(in); }, x, y);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "loss %.6f accuracy %.6f", r.loss, r.accuracy);
+  const EvalResult r = evaluate_across_ranks(
+      dist, [&model](const Tensor& in) { return model->forward(in); }, x, y);
+  if (!dist.prints) return;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "loss %.6f accuracy %.6f samples %lld", r.loss, r.accuracy,
+                static_cast<long long>(r.samples));
   out << buf << '\n' << std::flush;
 }
 

@@ -2,6 +2,7 @@
 #include "evaluate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "lockstep/lockstep.h"
 
@@ -27,6 +28,28 @@ EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const T
   EvalResult r;
   r.loss = n <= kChunk ? single_loss : loss_sum / static_cast<double>(n);
   r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  r.samples = n;
+  return r;
+}
+
+EvalResult evaluate_across_ranks(const DistContext& dist,
+                                 const std::function<Tensor(const Tensor&)>& forward,
+                                 const Tensor& x, const Tensor& y) {
+  if (dist.world == 1) return evaluate(forward, x, y);
+  const auto [start, count] =
+      parallel::split_batch(x.size(0), dist.world)[static_cast<std::size_t>(dist.rank)];
+  std::vector<double> sums{0.0, 0.0, 0.0};  // loss sum, correct rows, rows
+  if (count > 0) {
+    const EvalResult local =
+        evaluate(forward, x.narrow(0, start, count), y.narrow(0, start, count));
+    sums = {local.loss * static_cast<double>(count),
+            std::round(local.accuracy * static_cast<double>(count)), static_cast<double>(count)};
+  }
+  sums = sum_across_ranks(dist, sums);
+  EvalResult r;
+  r.samples = static_cast<std::int64_t>(sums[2]);
+  r.loss = sums[0] / sums[2];
+  r.accuracy = sums[1] / sums[2];
   return r;
 }
 

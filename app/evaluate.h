@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "distributed.h"
 #include "lockstep/core/tensor.h"
 
 namespace lockstep::app {
@@ -13,6 +14,8 @@ struct EvalResult {
   double loss = 0.0;
   /// Fraction of rows whose argmax over the logits (first index on ties) equals the label.
   double accuracy = 0.0;
+  /// Rows evaluated (over all ranks for evaluate_across_ranks).
+  std::int64_t samples = 0;
 };
 
 /// Runs `forward` (logits [n, C] for features [n, F]) under no_grad over x [N, F] float32 with
@@ -22,5 +25,13 @@ struct EvalResult {
 /// N must be >= 1. The caller puts the model in eval mode.
 EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const Tensor& x,
                     const Tensor& y);
+
+/// Exact evaluation across the ranks of `dist`: rank r evaluates its tensor_split part of the
+/// rows (parallel::split_batch), so every row is evaluated exactly once, and the loss sums,
+/// correct counts and row counts are summed across ranks (identical on every rank). A rank may
+/// get no rows. Alone (one rank) it is evaluate(). Needs N >= 1.
+EvalResult evaluate_across_ranks(const DistContext& dist,
+                                 const std::function<Tensor(const Tensor&)>& forward,
+                                 const Tensor& x, const Tensor& y);
 
 }  // namespace lockstep::app

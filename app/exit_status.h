@@ -7,8 +7,8 @@
 //        file, model that does not fit the data, --init/--weights that do not fit the model,
 //        unknown device (IoError, DataError, ValueError, StateDictError, DeviceError)
 //   3    training stopped on a NaN/Inf loss (NonFiniteLossError)
-//   4    distributed failure: a rank died or timed out (no multi-process backend is built yet,
-//        so nothing returns it today)
+//   4    distributed failure: a collective failed or timed out (a rank died, hung or was
+//        stopped; DistError, TimeoutError)
 //   130  interrupted by SIGINT, 143 by SIGTERM (128 + signal number)
 #pragma once
 

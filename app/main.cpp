@@ -2,12 +2,15 @@
 // job (train.h, eval.h) and maps every outcome onto the exit statuses of exit_status.h, printing
 // exactly one `lockstep: error: ...` line on stderr for every failure.
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
 #include <string>
 
 #include "cli.h"
+#include "distributed.h"
 #include "eval.h"
 #include "exit_status.h"
 #include "signals.h"
@@ -18,6 +21,7 @@ namespace lockstep::app {
 int exit_status_for(const std::exception& error) {
   if (auto* i = dynamic_cast<const Interrupted*>(&error)) return 128 + i->signal();
   if (dynamic_cast<const NonFiniteLossError*>(&error)) return kExitNonFiniteLoss;
+  if (dynamic_cast<const DistError*>(&error)) return kExitDistributed;
   if (dynamic_cast<const IoError*>(&error) || dynamic_cast<const DataError*>(&error) ||
       dynamic_cast<const ValueError*>(&error) || dynamic_cast<const StateDictError*>(&error) ||
       dynamic_cast<const DeviceError*>(&error))
@@ -48,6 +52,12 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   }
 }
 
+/// "rank R: " in a job of several ranks (every rank prints its own errors), else "".
+std::string rank_prefix() {
+  const DistContext& d = current_dist();
+  return d.world > 1 ? "rank " + std::to_string(d.rank) + ": " : "";
+}
+
 /// Runs the selected job; any exception becomes one stderr line and its exit status.
 int run_command(const CliOptions& options) {
   try {
@@ -69,15 +79,15 @@ int run_command(const CliOptions& options) {
     }
     return kExitSuccess;
   } catch (const std::bad_alloc&) {
-    print_error("out of memory");
+    print_error(rank_prefix() + "out of memory");
     return kExitFailure;
   } catch (const lockstep::Error& error) {
     std::cout.flush();
-    print_error(error.what());
+    print_error(rank_prefix() + error.what());
     return exit_status_for(error);
   } catch (const std::exception& error) {
     std::cout.flush();
-    print_error(std::string("internal error: ") + error.what());
+    print_error(rank_prefix() + "internal error: " + error.what());
     return kExitFailure;
   }
 }
@@ -94,5 +104,14 @@ int main(int argc, char** argv) {
     return kExitFailure;
   }
   if (int status = parse_command_line(*app, argc, argv); status >= 0) return status;
-  return run_command(options);
+  const int status = run_command(options);
+  if (status != kExitSuccess && current_dist().world > 1) {
+    // A failed rank must not wait in MPI_Finalize for ranks that may be stuck: it leaves at
+    // once and mpirun ends the others (which report it, or time out).
+    std::cout.flush();
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  finish_distributed();
+  return status;
 }

@@ -39,8 +39,19 @@ struct ModelOptions {
   double dropout = 0.0;
 };
 
+/// How the process takes part in a multi-process job (--backend, --timeout, --log-all-ranks).
+struct DistOptions {
+  /// threads | mpi | nccl; unset: mpi when started by an MPI launcher (mpirun), else threads.
+  std::optional<std::string> backend;
+  /// Seconds a collective may wait for the other ranks before the job fails (exit 4).
+  double timeout = 60.0;
+  /// Every rank prints its progress and summary (default: rank 0 only; errors always print).
+  bool log_all_ranks = false;
+};
+
 /// Everything `lockstep train` needs.
 struct TrainOptions {
+  DistOptions dist;
   DataOptions data;
   ModelOptions model;
   /// sgd | adam | adamw
@@ -84,6 +95,7 @@ struct TrainOptions {
 
 /// Everything `lockstep eval` needs.
 struct EvalOptions {
+  DistOptions dist;
   DataOptions data;
   ModelOptions model;
   /// safetensors file with the model's state_dict.

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "lockstep/dist/mpi.h"
+
 namespace lockstep::app {
 namespace {
 
@@ -24,6 +26,9 @@ std::string clock_text(double seconds) {
 
 Progress::Mode Progress::mode_for_stdout(bool quiet) {
   if (quiet) return Mode::Quiet;
+  // Under mpirun a rank's stdout is a pseudo-terminal of the launcher even when mpirun's own
+  // output goes to a file or pipe, and several ranks may print: one line per epoch there.
+  if (dist::launched_by_mpi()) return Mode::Lines;
   return ::isatty(STDOUT_FILENO) ? Mode::Bar : Mode::Lines;
 }
 

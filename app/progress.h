@@ -15,7 +15,8 @@ class Progress {
  public:
   enum class Mode { Bar, Lines, Quiet };
   /// Mode::Bar when `quiet` is false and stdout is a terminal (isatty(1)), Mode::Lines when it is
-  /// not, Mode::Quiet with `quiet`.
+  /// not or the process was started by mpirun (whose ranks write to a pseudo-terminal),
+  /// Mode::Quiet with `quiet`.
   static Mode mode_for_stdout(bool quiet);
 
   Progress(std::ostream& out, Mode mode, std::int64_t epochs);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
@@ -10,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "data_source.h"
+#include "distributed.h"
 #include "evaluate.h"
 #include "exit_status.h"
 #include "lockstep/lockstep.h"
@@ -176,7 +178,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const Re
 /// One training run's mutable state.
 class Trainer {
  public:
-  Trainer(const TrainOptions& options, std::ostream& out) : o_(options), out_(out) {}
+  Trainer(const TrainOptions& options, std::ostream& out, DistContext dist)
+      : o_(options), out_(out), dist_(std::move(dist)), fault_(injected_fault()) {}
   void run();
 
  private:
@@ -187,11 +190,22 @@ class Trainer {
   std::optional<EvalResult> validate();
   TrainingPosition position(std::int64_t epochs_done, std::int64_t batch_in_epoch) const;
   std::string write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch);
+  /// Every rank's pending signal, agreed across ranks (see agree_on_signal).
+  int signal_now() const { return agree_on_signal(dist_, pending_signal()); }
+  /// This rank's part of a global batch: all of it alone; across ranks the split DataParallel
+  /// uses across devices (tensor_split, or whole shards in deterministic mode).
+  std::pair<std::int64_t, std::int64_t> local_part(std::int64_t batch) const;
+  /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
+  void inject_fault(std::int64_t step, Tensor& x) const;
+  /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
+  std::string nonfinite_ranks() const;
   [[noreturn]] void interrupted(int signal, const std::string& where,
                                 const std::string& checkpoint);
 
   const TrainOptions& o_;
   std::ostream& out_;
+  DistContext dist_;
+  std::optional<InjectedFault> fault_;
   Clock::time_point start_ = Clock::now();
   Resolved r_;
   LoadedData data_;
@@ -217,7 +231,11 @@ void Trainer::setup() {
   r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
   r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
   r_.schedule = parse_lr_schedule(o_.lr_schedule);
-  r_.devices = o_.devices.empty() ? parallel::default_devices() : o_.devices;
+  // Across ranks (one process per device is the usual layout) a rank uses one device unless
+  // --devices gives it several.
+  r_.devices = !o_.devices.empty() ? o_.devices
+               : dist_.group       ? std::vector<Device>{cpu(0)}
+                                   : parallel::default_devices();
   for (const Device& d : r_.devices) check_device_available(d);
 
   // Data first, then the model: with synthetic data both come from the default generator in
@@ -236,10 +254,18 @@ void Trainer::setup() {
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   fingerprint_ = flags_fingerprint(o_, r_);
 
-  parallel::DataParallelOptions dp_options;
-  dp_options.deterministic = o_.deterministic;
-  dp_options.seed = o_.data.seed;
-  dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
+  if (dist_.group) {
+    parallel::DistributedDataParallelOptions ddp_options;
+    ddp_options.device_ids = r_.devices;
+    ddp_options.deterministic = o_.deterministic;
+    ddp_options.seed = o_.data.seed;
+    dp_ = std::make_unique<parallel::DistributedDataParallel>(model_, dist_.group, ddp_options);
+  } else {
+    parallel::DataParallelOptions dp_options;
+    dp_options.deterministic = o_.deterministic;
+    dp_options.seed = o_.data.seed;
+    dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
+  }
   optimizer_ = make_optimizer(o_, r_, dp_->parameters());
   scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
   if (o_.resume) resume_from_checkpoint();
@@ -251,7 +277,7 @@ void Trainer::setup() {
                                                                        .drop_last = false,
                                                                        .seed = o_.data.seed});
   progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
-  if (!o_.metrics.empty())
+  if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
     metrics_ = std::make_unique<MetricsLog>(
         o_.metrics, o_.resume ? std::optional<std::int64_t>(epochs_done_) : std::nullopt);
 }
@@ -295,9 +321,43 @@ TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_
 }
 
 std::string Trainer::write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch) {
-  return write_checkpoint(o_.checkpoint_dir, dp_->state_dict(), optimizer_->state_dict(),
-                          scheduler_ ? scheduler_->state_dict() : StateDict(),
-                          position(epochs_done, batch_in_epoch));
+  // Only rank 0 writes (atomically: a temporary file renamed into place); every rank waits for
+  // it, so a rank that loads the checkpoint next never sees a missing or partial file.
+  std::string path = "(written by rank 0)";
+  if (dist_.is_main())
+    path = write_checkpoint(o_.checkpoint_dir, dp_->state_dict(), optimizer_->state_dict(),
+                            scheduler_ ? scheduler_->state_dict() : StateDict(),
+                            position(epochs_done, batch_in_epoch));
+  if (dist_.group && dist_.world > 1) dist_.group->barrier();
+  return path;
+}
+
+std::pair<std::int64_t, std::int64_t> Trainer::local_part(std::int64_t batch) const {
+  if (dist_.world == 1) return {0, batch};
+  const std::int64_t shard = o_.deterministic ? parallel::DataParallelOptions{}.shard_size : 0;
+  return parallel::split_batch(batch, dist_.world, shard)[static_cast<std::size_t>(dist_.rank)];
+}
+
+void Trainer::inject_fault(std::int64_t step, Tensor& x) const {
+  if (!fault_ || fault_->rank != dist_.rank || fault_->step != step) return;
+  if (fault_->kind == "data")
+    throw DataError("injected fault (LOCKSTEP_TEST_FAULT) in the batch of step " +
+                    std::to_string(step));
+  if (fault_->kind == "nan") x = mul(x, std::nan(""));
+  if (fault_->kind == "hang") std::raise(SIGSTOP);
+  if (fault_->kind == "die") std::raise(SIGKILL);
+}
+
+std::string Trainer::nonfinite_ranks() const {
+  auto* ddp = dynamic_cast<const parallel::DistributedDataParallel*>(dp_.get());
+  if (!ddp || dist_.world == 1) return "";
+  std::vector<int> bad;
+  for (std::size_t r = 0; r < ddp->rank_losses().size(); ++r)
+    if (!std::isfinite(ddp->rank_losses()[r])) bad.push_back(static_cast<int>(r));
+  if (bad.empty()) return "";
+  std::string s = bad.size() == 1 ? " on rank " : " on ranks ";
+  for (std::size_t i = 0; i < bad.size(); ++i) s += (i ? "," : "") + std::to_string(bad[i]);
+  return s;
 }
 
 void Trainer::interrupted(int signal, const std::string& where, const std::string& checkpoint) {
@@ -315,8 +375,8 @@ void Trainer::interrupted(int signal, const std::string& where, const std::strin
 std::optional<EvalResult> Trainer::validate() {
   if (!data_.has_validation()) return std::nullopt;
   dp_->eval();
-  EvalResult r =
-      evaluate([this](const Tensor& x) { return dp_->forward(x); }, data_.val_x, data_.val_y);
+  EvalResult r = evaluate_across_ranks(
+      dist_, [this](const Tensor& x) { return dp_->forward(x); }, data_.val_x, data_.val_y);
   dp_->train();
   return r;
 }
@@ -335,24 +395,43 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     if (b < first_batch) continue;  // trained before the checkpoint this run resumed from
     const Tensor& x = it->data;
     const Tensor& y = it->target;
+    // Across ranks every rank holds the whole global batch and trains on its own part of it.
+    const auto [start, count] = local_part(x.size(0));
+    Tensor xl = dist_.world == 1 ? x : x.narrow(0, start, count);
+    const Tensor yl = dist_.world == 1 ? y : y.narrow(0, start, count);
     if (b % k == 0) optimizer_->zero_grad();
     // Gradient accumulation: the group's last batch (the K-th, or the epoch's last) reduces the
     // gradients of the whole group at once; the batches before it only accumulate (no_sync).
     const bool step_now = (b + 1) % k == 0 || b + 1 == batches;
+    const std::string at = "epoch " + std::to_string(epoch) + " step " +
+                           std::to_string(global_step_ + 1) + " (batch " + std::to_string(b + 1) +
+                           " of " + std::to_string(batches) + ")";
     double loss = 0.0;
-    if (step_now) {
-      loss = dp_->forward_backward(x, y, criterion_).item();
-    } else {
-      auto no_sync = dp_->no_sync();
-      loss = dp_->forward_backward(x, y, criterion_).item();
+    try {
+      inject_fault(global_step_ + 1, xl);
+      if (step_now) {
+        loss = dp_->forward_backward(xl, yl, criterion_).item();
+      } else {
+        auto no_sync = dp_->no_sync();
+        loss = dp_->forward_backward(xl, yl, criterion_).item();
+      }
+    } catch (const TimeoutError& e) {
+      progress_->clear();
+      throw TimeoutError(std::string(e.what()) + " (at " + at + ")");
+    } catch (const DistError& e) {
+      progress_->clear();
+      throw DistError(std::string(e.what()) + " (at " + at + ")");
+    } catch (const DataError& e) {
+      progress_->clear();
+      throw DataError(std::string(e.what()) + " (at " + at + ")");
     }
+    // The loss is the global batch's (identical on every rank), so every rank takes the same
+    // decision here: no rank steps while another stops.
     if (!std::isfinite(loss)) {
       progress_->clear();
       throw NonFiniteLossError("training loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") +
-                               " at epoch " + std::to_string(epoch) + " step " +
-                               std::to_string(global_step_ + 1) + " (batch " +
-                               std::to_string(b + 1) + " of " + std::to_string(batches) +
-                               "); stopped before that step, no checkpoint written for it");
+                               " at " + at + nonfinite_ranks() +
+                               "; stopped before that step, no checkpoint written for it");
     }
     epoch_loss_sum_ += loss * static_cast<double>(x.size(0));
     epoch_samples_ += x.size(0);
@@ -362,7 +441,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     optimizer_->step();
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
-    if (const int sig = pending_signal(); sig != 0 && b + 1 < batches) {
+    if (const int sig = signal_now(); sig != 0 && b + 1 < batches) {
       const std::string where = "in epoch " + std::to_string(epoch) + " after batch " +
                                 std::to_string(b + 1) + " of " + std::to_string(batches);
       interrupted(sig, where,
@@ -389,24 +468,25 @@ void Trainer::run() {
   setup();
   std::optional<double> val_loss, val_accuracy;
   for (std::int64_t epoch = epochs_done_ + 1; epoch <= o_.epochs; ++epoch) {
-    if (const int sig = pending_signal(); sig != 0)
+    if (const int sig = signal_now(); sig != 0)
       interrupted(sig, "before epoch " + std::to_string(epoch), "");
     const std::int64_t first_batch = epoch == epochs_done_ + 1 ? resume_batch_ : 0;
     EpochStats s = train_epoch(epoch, first_batch);
     val_loss = s.val_loss, val_accuracy = s.val_accuracy;
     progress_->end_epoch(epoch_line(s));
-    if (metrics_) metrics_->append(s, r_.devices, /*world_size=*/1);
+    if (metrics_) metrics_->append(s, r_.devices, dist_.world);
     std::string checkpoint;
     if (!o_.checkpoint_dir.empty()) checkpoint = write_checkpoint_at(epoch, 0);
-    if (const int sig = pending_signal(); sig != 0 && epoch < o_.epochs)
+    if (const int sig = signal_now(); sig != 0 && epoch < o_.epochs)
       interrupted(sig, "at the end of epoch " + std::to_string(epoch), checkpoint);
   }
   const std::int64_t trained = std::max(o_.epochs, epochs_done_);
   if (epochs_done_ >= o_.epochs) {  // resumed at or past --epochs: report the model as it is
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
-  if (!o_.save.empty()) save_weights(*model_, o_.save);
-  out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices, 1)
+  if (!o_.save.empty() && dist_.is_main()) save_weights(*model_, o_.save);
+  out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
+                       dist_.world)
        << '\n'
        << std::flush;
 }
@@ -414,7 +494,9 @@ void Trainer::run() {
 }  // namespace
 
 void run_train(const TrainOptions& options, std::ostream& out) {
-  Trainer trainer(options, out);
+  DistContext dist = init_distributed(options.dist);
+  std::ostream silent(nullptr);  // ranks other than 0 print nothing (unless --log-all-ranks)
+  Trainer trainer(options, dist.prints ? out : silent, dist);
   trainer.run();
 }
 

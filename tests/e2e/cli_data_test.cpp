@@ -88,7 +88,8 @@ TEST(CliData, FashionMnistDirectoryLayoutGzipped) {
   RunResult e = lockstep({"eval", "--data", "fashion-mnist:" + dir.path().string(), "--model",
                           "mlp:12,16,10", "--weights", dir / "w"});
   ASSERT_EQ(e.status, 0) << e.err;
-  EXPECT_TRUE(std::regex_match(e.out, std::regex(R"(loss \d+\.\d{6} accuracy \d\.\d{6}\n)")))
+  EXPECT_TRUE(
+      std::regex_match(e.out, std::regex(R"(loss \d+\.\d{6} accuracy \d\.\d{6} samples 12\n)")))
       << e.out;
 }
 

@@ -8,6 +8,7 @@
 #include "cli_support.h"
 #include "lockstep/io/safetensors.h"
 #include "support/golden.h"
+#include "support/golden_cli.h"
 #include "support/tolerance.h"
 
 namespace lockstep::e2e {
@@ -92,8 +93,8 @@ TEST(CliFiles, EvalReportsTheValidationLossOfSavedWeights) {
   ASSERT_TRUE(std::regex_search(summary, m, std::regex(R"(val_loss (\S+) val_acc (\S+),)")));
   RunResult eval = ok({"eval", "--weights", dir / "w"});
   std::smatch e;
-  ASSERT_TRUE(
-      std::regex_match(eval.out, e, std::regex(R"(loss (\d+\.\d{6}) accuracy (\d\.\d{6})\n)")))
+  ASSERT_TRUE(std::regex_match(
+      eval.out, e, std::regex(R"(loss (\d+\.\d{6}) accuracy (\d\.\d{6}) samples 200\n)")))
       << eval.out;
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4f", std::stod(e[1]));
@@ -311,43 +312,6 @@ TEST(CliPyTorch, WeightsFilesAreInterchangeable) {
   auto back = safetensors::load_file(dir / "back");
   for (const auto& [name, t] : theirs.tensors)
     EXPECT_TRUE(testing::BitEqual(back.at(name), t)) << name;
-}
-
-/// `g`'s rows [begin, end) as CSV lines "f1,...,fF,label" with every float written exactly.
-std::string csv_rows(const testing::Golden& g, std::int64_t begin, std::int64_t end) {
-  const std::int64_t f = g.x.size(1);
-  const float* x = g.x.data_ptr<float>();
-  const std::int64_t* y = g.y.data_ptr<std::int64_t>();
-  std::string s;
-  char buf[40];
-  for (std::int64_t i = begin; i < end; ++i) {
-    for (std::int64_t j = 0; j < f; ++j) {
-      std::snprintf(buf, sizeof buf, "%.17g,", static_cast<double>(x[i * f + j]));
-      s += buf;
-    }
-    s += std::to_string(y[i]) + "\n";
-  }
-  return s;
-}
-
-/// The command-line flags for golden `g`'s optimizer.
-std::vector<std::string> optimizer_flags(const testing::Golden& g) {
-  auto num = [](double v) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return std::string(buf);
-  };
-  std::vector<std::string> f{"--optimizer", g.optimizer, "--lr", num(g.lr)};
-  if (g.optimizer == "sgd") {
-    f = f +
-        std::vector<std::string>{"--momentum", num(g.momentum), "--dampening", num(g.dampening)};
-    if (g.nesterov) f.push_back("--nesterov");
-  } else {
-    f = f +
-        std::vector<std::string>{"--betas", num(g.beta1) + "," + num(g.beta2), "--eps", num(g.eps)};
-  }
-  if (g.has_weight_decay) f = f + std::vector<std::string>{"--weight-decay", num(g.weight_decay)};
-  return f;
 }
 
 /// Trains golden `name` through the CLI (CSV files, --init, --no-shuffle) and compares the final

@@ -1,0 +1,252 @@
+// `lockstep train` / `lockstep eval` under mpirun (OpenMPI, loopback only): PyTorch's golden
+// trajectories on 2 and 4 ranks and on 2 ranks x 2 devices, deterministic mode bit-identical to
+// one process with one device, rank 0 the only writer (C10: checkpoints, --save, --metrics) and
+// resume on 4 ranks, exact evaluation (10 rows on 3 ranks: 10 evaluated), and faults: a rank
+// with bad data (exit 2), a NaN loss on one rank (C11, exit 3 on every rank), a stopped rank
+// (exit 4 within --timeout), a killed rank (the job ends at once, non-zero).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <regex>
+
+#include "e2e/cli_support.h"
+#include "lockstep/io/safetensors.h"
+#include "support/golden.h"
+#include "support/golden_cli.h"
+#include "support/tolerance.h"
+
+namespace lockstep::e2e {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Root may run mpirun here (CI containers), traffic stays on loopback, and 4 ranks may share 2
+// cores.
+const bool kMpiEnv = [] {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_btl_tcp_if_include", "lo", 1);
+  setenv("OMPI_MCA_oob_tcp_if_include", "lo", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  setenv("OMPI_MCA_btl", "self,vader,tcp", 1);
+  // ASan builds: OpenMPI's own allocations at exit are not ours (see tests/mpi/lsan.supp)
+  setenv("LSAN_OPTIONS", "suppressions=" LOCKSTEP_LSAN_SUPPRESSIONS ":fast_unwind_on_malloc=0", 1);
+  return true;
+}();
+
+struct Timed {
+  RunResult r;
+  double seconds = 0;
+};
+
+/// mpirun -np `np` lockstep args... ; `env` entries NAME=VALUE are exported to the ranks.
+Timed mpirun(int np, const std::vector<std::string>& args,
+             const std::vector<std::string>& env = {}) {
+  std::vector<std::string> a{"-np", std::to_string(np)};
+  for (const auto& e : env) a = a + std::vector<std::string>{"-x", e};
+  a.push_back(kCli);
+  a = a + args;
+  const auto start = Clock::now();
+  Timed t;
+  t.r = run(LOCKSTEP_MPIEXEC, a);
+  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return t;
+}
+
+std::string bytes_of(const std::string& path) { return read_text(path); }
+
+/// Golden `name` as CSV files and an --init file in `dir`; returns the training flags.
+std::vector<std::string> golden_args(const testing::Golden& g, const TempDir& dir) {
+  write_text(dir / "train.csv", csv_rows(g, 0, g.n_train));
+  write_text(dir / "val.csv", csv_rows(g, g.n_train, g.n_train + g.n_val));
+  safetensors::save_state_dict(g.initial, dir / "init.safetensors");
+  return std::vector<std::string>{"train",
+                                  "--data",
+                                  "csv:" + (dir / "train.csv") + "," + (dir / "val.csv"),
+                                  "--no-shuffle",
+                                  "--model",
+                                  golden_model_spec(g),
+                                  "--activation",
+                                  g.activation,
+                                  "--batch-size",
+                                  std::to_string(g.batch_size),
+                                  "--epochs",
+                                  std::to_string(g.epochs),
+                                  "--init",
+                                  dir / "init.safetensors"} +
+         optimizer_flags(g);
+}
+
+TEST(MpiCli, GoldenTrajectoriesOnTwoAndFourRanksAndHybrid) {
+  for (const std::string& name :
+       {std::string("sgd_dampening_batch23"), std::string("mlp_adam_tanh")}) {
+    const testing::Golden g = testing::load_golden(name);
+    TempDir dir;
+    const auto args = golden_args(g, dir);
+    struct Layout {
+      int np;
+      std::string devices;
+    };
+    for (const Layout& l : {Layout{2, "cpu:0"}, Layout{4, "cpu:0"}, Layout{2, "cpu:0,cpu:1"}}) {
+      SCOPED_TRACE(name + " np " + std::to_string(l.np) + " devices " + l.devices);
+      const std::string out = dir / ("final" + std::to_string(l.np) + ".safetensors");
+      Timed t =
+          mpirun(l.np, args + std::vector<std::string>{"--devices", l.devices, "--save", out});
+      ASSERT_EQ(t.r.status, 0) << t.r.err;
+      auto f = safetensors::load_file(out);
+      for (const auto& [pname, expected] : g.final_params)
+        EXPECT_TRUE(testing::AllClose(f.at(pname), expected)) << pname;
+      // only rank 0 prints: one summary line naming the world size
+      std::smatch m;
+      int summaries = 0;
+      for (const std::string& line : lines_of(t.r.out))
+        if (std::regex_search(line, m, std::regex("^done: .* world_size=(\\d+)$"))) {
+          ++summaries;
+          EXPECT_EQ(m[1], std::to_string(l.np));
+        }
+      EXPECT_EQ(summaries, 1) << t.r.out;
+    }
+  }
+}
+
+TEST(MpiCli, DeterministicIsBitIdenticalToOneProcessWithOneDevice) {
+  const testing::Golden g = testing::load_golden("sgd_dampening_batch23");
+  TempDir dir;
+  const auto args = golden_args(g, dir) + std::vector<std::string>{"--deterministic"};
+  RunResult single = lockstep(args + std::vector<std::string>{"--devices", "cpu:0", "--backend",
+                                                              "threads", "--save", dir / "one"});
+  ASSERT_EQ(single.status, 0) << single.err;
+  const std::string want = bytes_of(dir / "one");
+  ASSERT_FALSE(want.empty());
+  struct Layout {
+    int np;
+    std::string devices;
+  };
+  for (const Layout& l : {Layout{2, "cpu:0"}, Layout{4, "cpu:0"}, Layout{2, "cpu:0,cpu:1"}}) {
+    SCOPED_TRACE("np " + std::to_string(l.np) + " devices " + l.devices);
+    Timed t = mpirun(
+        l.np, args + std::vector<std::string>{"--devices", l.devices, "--save", dir / "many"});
+    ASSERT_EQ(t.r.status, 0) << t.r.err;
+    EXPECT_TRUE(bytes_of(dir / "many") == want) << "final parameters differ from one process";
+  }
+}
+
+TEST(MpiCli, RankZeroWritesCheckpointsAndFourRanksResumeBitIdentically) {
+  // C10: 4 ranks share one checkpoint directory; only rank 0 writes (temporary name, renamed),
+  // every rank loads the same file on resume.
+  TempDir dir;
+  const std::vector<std::string> base{"train", "--deterministic", "--batch-size",
+                                      "32",    "--metrics",       dir / "metrics.jsonl"};
+  Timed first =
+      mpirun(4, base + std::vector<std::string>{"--epochs", "2", "--checkpoint-dir", dir / "ckpt"});
+  ASSERT_EQ(first.r.status, 0) << first.r.err;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path() / "ckpt"))
+    names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"epoch-0001.safetensors", "epoch-0002.safetensors"}))
+      << "one file per epoch, no temporary files left";
+  // metrics: written once (rank 0), one line per epoch, world_size 4
+  auto lines = lines_of(read_text(dir / "metrics.jsonl"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("\"world_size\":4"), std::string::npos) << lines[0];
+
+  Timed resumed =
+      mpirun(4, base + std::vector<std::string>{"--epochs", "3", "--checkpoint-dir", dir / "ckpt",
+                                                "--resume", "--save", dir / "resumed"});
+  ASSERT_EQ(resumed.r.status, 0) << resumed.r.err;
+  RunResult straight = lockstep(std::vector<std::string>{"train", "--deterministic", "--batch-size",
+                                                         "32", "--epochs", "3", "--devices",
+                                                         "cpu:0", "--save", dir / "straight"});
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  EXPECT_TRUE(bytes_of(dir / "resumed") == bytes_of(dir / "straight"));
+}
+
+TEST(MpiCli, EvalCountsEverySampleOnceAcrossRanks) {
+  TempDir dir;
+  std::string csv;
+  for (int i = 0; i < 10; ++i)
+    csv += std::to_string(i * 0.5) + "," + std::to_string(1.0 - i * 0.25) + "," +
+           std::to_string(i % 2) + "\n";
+  write_text(dir / "ten.csv", csv);
+  RunResult trained = lockstep({"train", "--data", "csv:" + (dir / "ten.csv"), "--val-fraction",
+                                "0", "--epochs", "1", "--save", dir / "w", "--quiet"});
+  ASSERT_EQ(trained.status, 0) << trained.err;
+  const std::vector<std::string> eval{
+      "eval", "--data", "csv:" + (dir / "ten.csv"), "--val-fraction", "0", "--weights", dir / "w"};
+  RunResult one = lockstep(eval);
+  ASSERT_EQ(one.status, 0) << one.err;
+  Timed three = mpirun(3, eval);
+  ASSERT_EQ(three.r.status, 0) << three.r.err;
+  std::smatch a, b;
+  const std::regex re("^loss (\\S+) accuracy (\\S+) samples (\\d+)$");
+  auto one_lines = lines_of(one.out), three_lines = lines_of(three.r.out);
+  ASSERT_EQ(three_lines.size(), 1u) << "rank 0 prints alone: " << three.r.out;
+  ASSERT_TRUE(std::regex_search(one_lines.at(0), a, re)) << one.out;
+  ASSERT_TRUE(std::regex_search(three_lines[0], b, re)) << three.r.out;
+  EXPECT_EQ(b[3], "10");
+  EXPECT_NEAR(std::stod(b[1]), std::stod(a[1]), 2e-6);
+  EXPECT_EQ(b[2], a[2]);
+}
+
+/// Runs a 2-rank training with LOCKSTEP_TEST_FAULT=`fault` and a 10 s timeout.
+Timed faulty(const std::string& fault) {
+  return mpirun(2, {"train", "--epochs", "3", "--timeout", "10"}, {"LOCKSTEP_TEST_FAULT=" + fault});
+}
+
+TEST(MpiCliFaults, BadDataOnOneRankEndsTheJobWithStatus2) {
+  Timed t = faulty("data:1:3");
+  EXPECT_EQ(t.r.status, 2) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_NE(t.r.err.find("rank 1: "), std::string::npos) << t.r.err;
+  EXPECT_NE(t.r.err.find("step 3 "), std::string::npos) << t.r.err;
+}
+
+TEST(MpiCliFaults, NaNOnOneRankStopsEveryRankAtTheSameStep) {
+  // C11: the decision is collective; both ranks exit 3 naming rank 1 and step 3.
+  Timed t = faulty("nan:1:3");
+  EXPECT_EQ(t.r.status, 3) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  for (const std::string who : {"rank 0: ", "rank 1: "}) {
+    bool found = false;
+    for (const std::string& line : lines_of(t.r.err))
+      if (line.find(who) != std::string::npos && line.find("step 3 ") != std::string::npos &&
+          line.find("on rank 1") != std::string::npos)
+        found = true;
+    EXPECT_TRUE(found) << who << "did not report rank 1 / step 3:\n" << t.r.err;
+  }
+}
+
+TEST(MpiCliFaults, StoppedRankTimesOutWithStatus4) {
+  Timed t = faulty("hang:1:3");
+  EXPECT_EQ(t.r.status, 4) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0) << "timeout 10 s";
+  EXPECT_GE(t.seconds, 9.0);
+  EXPECT_NE(t.r.err.find("rank 0: "), std::string::npos) << t.r.err;
+  EXPECT_NE(t.r.err.find("timed out"), std::string::npos) << t.r.err;
+  EXPECT_NE(t.r.err.find("step 3 "), std::string::npos) << t.r.err;
+  EXPECT_NE(t.r.err.find("rank 1"), std::string::npos) << t.r.err;
+}
+
+TEST(MpiCliFaults, KilledRankEndsTheJobAtOnce) {
+  Timed t = faulty("die:1:3");
+  EXPECT_NE(t.r.status, 0) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_NE(t.r.err.find("rank 1"), std::string::npos) << t.r.err;
+}
+
+TEST(MpiCli, BackendErrors) {
+  RunResult r = lockstep({"train", "--backend", "nccl"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--backend nccl"), std::string::npos) << r.err;
+  r = lockstep({"train", "--backend", "gloo"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  r = lockstep({"train", "--timeout", "0"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  r = lockstep({"--version"});
+  EXPECT_NE(r.out.find("mpi (one rank per process under mpirun)"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace lockstep::e2e

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 #include "dist/mpi/mpi_group.h"
 
@@ -46,6 +47,18 @@ const char* kind_name(std::int64_t k) {
 std::string dtype_name(std::int64_t d) {
   return d >= 0 && d <= static_cast<std::int64_t>(DType::Int64) ? to_string(static_cast<DType>(d))
                                                                 : "unknown-dtype";
+}
+
+std::string op_name(std::int64_t op) {
+  switch (op) {
+    case static_cast<std::int64_t>(ReduceOp::Sum):
+      return "Sum";
+    case static_cast<std::int64_t>(ReduceOp::Max):
+      return "Max";
+    case static_cast<std::int64_t>(ReduceOp::Min):
+      return "Min";
+  }
+  return std::to_string(op);
 }
 
 std::string seconds(double s) {
@@ -210,7 +223,7 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
   d = differing([](const CallInfo& c) { return c.numel; }, elements);
   if (!d.empty()) throw ShapeError(where() + ": " + d);
   d = differing([](const CallInfo& c) { return c.op; },
-                [](const CallInfo& c) { return "passed reduce op " + std::to_string(c.op); });
+                [](const CallInfo& c) { return "passed reduce op " + op_name(c.op); });
   if (!d.empty()) throw DistError(where() + ": " + d);
   d = differing([](const CallInfo& c) { return c.root; },
                 [](const CallInfo& c) { return "passed root " + std::to_string(c.root); });

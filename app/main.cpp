@@ -13,6 +13,7 @@
 #include "distributed.h"
 #include "eval.h"
 #include "exit_status.h"
+#include "lockstep/dist/mpi.h"
 #include "signals.h"
 #include "train.h"
 
@@ -21,6 +22,7 @@ namespace lockstep::app {
 int exit_status_for(const std::exception& error) {
   if (auto* i = dynamic_cast<const Interrupted*>(&error)) return 128 + i->signal();
   if (dynamic_cast<const NonFiniteLossError*>(&error)) return kExitNonFiniteLoss;
+  if (auto* p = dynamic_cast<const PeerFailedError*>(&error)) return p->status();
   if (dynamic_cast<const DistError*>(&error)) return kExitDistributed;
   if (dynamic_cast<const IoError*>(&error) || dynamic_cast<const DataError*>(&error) ||
       dynamic_cast<const ValueError*>(&error) || dynamic_cast<const StateDictError*>(&error) ||
@@ -84,7 +86,15 @@ int run_command(const CliOptions& options) {
   } catch (const lockstep::Error& error) {
     std::cout.flush();
     print_error(rank_prefix() + error.what());
-    return exit_status_for(error);
+    const int status = exit_status_for(error);
+    // A failure of this rank alone (bad data, say) is announced to the others, which are
+    // waiting in a collective: they report it and end with the same status. NaN losses and
+    // signals are decided collectively, and a distributed error is already known to all.
+    if (current_dist().world > 1 && !dynamic_cast<const lockstep::DistError*>(&error) &&
+        !dynamic_cast<const NonFiniteLossError*>(&error) &&
+        !dynamic_cast<const Interrupted*>(&error))
+      lockstep::dist::notify_failure(status, error.what());
+    return status;
   } catch (const std::exception& error) {
     std::cout.flush();
     print_error(rank_prefix() + "internal error: " + error.what());

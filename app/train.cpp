@@ -415,6 +415,12 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
         auto no_sync = dp_->no_sync();
         loss = dp_->forward_backward(xl, yl, criterion_).item();
       }
+    } catch (const PeerFailedError& e) {
+      progress_->clear();
+      const std::string what = e.what();  // the failed rank's message may name the step itself
+      throw PeerFailedError(
+          what.find("(at epoch ") == std::string::npos ? what + " (at " + at + ")" : what, e.rank(),
+          e.status());
     } catch (const TimeoutError& e) {
       progress_->clear();
       throw TimeoutError(std::string(e.what()) + " (at " + at + ")");

@@ -13,6 +13,8 @@ std::shared_ptr<ProcessGroup> init_mpi(MpiOptions) {
 
 void finalize_mpi() {}
 
+void notify_failure(int, const std::string&, double) {}
+
 std::vector<int> mpi_unresponsive_ranks() { return {}; }
 
 }  // namespace lockstep::dist

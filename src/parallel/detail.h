@@ -31,6 +31,8 @@ namespace lockstep::parallel::detail {
     throw IoError(prefix + x.what());
   } catch (const DataError& x) {
     throw DataError(prefix + x.what());
+  } catch (const PeerFailedError& x) {
+    throw PeerFailedError(prefix + x.what(), x.rank(), x.status());
   } catch (const TimeoutError& x) {
     throw TimeoutError(prefix + x.what());
   } catch (const DistError& x) {

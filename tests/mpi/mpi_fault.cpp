@@ -35,7 +35,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: mpi_fault stop|exit|throw|kill TIMEOUT_SECONDS\n");
+    std::fprintf(stderr, "usage: mpi_fault stop|exit|throw|kill|notify TIMEOUT_SECONDS\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -53,6 +53,11 @@ int main(int argc, char** argv) {
     if (mode == "exit") std::exit(3);
     if (mode == "throw") throw DataError("mpi_fault: rank 1 read a malformed sample");
     if (mode == "kill") std::raise(SIGKILL);
+    if (mode == "notify") {  // what `lockstep train` does for a rank's own error
+      dist::notify_failure(2, "mpi_fault: rank 1 read a malformed sample");
+      std::fflush(nullptr);
+      std::_Exit(2);
+    }
   }
   if (mode == "stop" && rank == 2) std::this_thread::sleep_for(std::chrono::seconds(1));
 
@@ -63,6 +68,9 @@ int main(int argc, char** argv) {
     std::printf("rank %d: all_reduce returned (no failure seen)\n", rank);
     dist::finalize_mpi();
     return 0;
+  } catch (const PeerFailedError& e) {
+    std::printf("rank %d: PeerFailedError after %.1f s: %s (rank %d, status %d)\n", rank, since(t0),
+                e.what(), e.rank(), e.status());
   } catch (const TimeoutError& e) {
     std::printf("rank %d: TimeoutError after %.1f s: %s\n", rank, since(t0), e.what());
   } catch (const DistError& e) {

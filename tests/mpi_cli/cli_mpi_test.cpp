@@ -201,6 +201,14 @@ TEST(MpiCliFaults, BadDataOnOneRankEndsTheJobWithStatus2) {
   EXPECT_LT(t.seconds, 30.0);
   EXPECT_NE(t.r.err.find("rank 1: "), std::string::npos) << t.r.err;
   EXPECT_NE(t.r.err.find("step 3 "), std::string::npos) << t.r.err;
+  // the survivor reports the failed rank and the step (dist::notify_failure)
+  bool reported = false;
+  for (const std::string& line : lines_of(t.r.err))
+    if (line.find("rank 0: ") != std::string::npos &&
+        line.find("rank 1 failed: ") != std::string::npos &&
+        line.find("step 3 ") != std::string::npos)
+      reported = true;
+  EXPECT_TRUE(reported) << t.r.err;
 }
 
 TEST(MpiCliFaults, NaNOnOneRankStopsEveryRankAtTheSameStep) {

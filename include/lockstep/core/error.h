@@ -86,4 +86,19 @@ class TimeoutError : public DistError {
   using DistError::DistError;
 };
 
+/// Another rank failed and said so before it left (dist::notify_failure): the message is
+/// "rank R failed: <its error>"; status() is the exit status that rank leaves with, so a
+/// command-line job can end every rank with the same status.
+class PeerFailedError : public DistError {
+ public:
+  PeerFailedError(const std::string& message, int rank, int status)
+      : DistError(message), rank_(rank), status_(status) {}
+  int rank() const { return rank_; }
+  int status() const { return status_; }
+
+ private:
+  int rank_;
+  int status_;
+};
+
 }  // namespace lockstep

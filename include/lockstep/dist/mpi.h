@@ -52,6 +52,16 @@ struct MpiOptions {
 /// failure the group is unusable: every later call throws DistError at once.
 std::shared_ptr<ProcessGroup> init_mpi(MpiOptions options = {});
 
+/// Tells every other rank of the init_mpi() group that this rank is about to leave with exit
+/// status `status` because of `message` (say, a DataError in its batch). A rank that is inside a
+/// collective of the group, or enters one later, then throws PeerFailedError("mpi all_reduce on
+/// rank 0 of 2: rank 1 failed: <message>", 1, status) instead of waiting out its timeout, and
+/// acknowledges the notice. Waits at most `wait_seconds` for the acknowledgements (peers that are
+/// not in a collective answer later or never), so the caller can then exit and let mpirun end
+/// the job. Best effort: never throws; a no-op without MPI, before init_mpi(), on one rank, or
+/// after finalize_mpi(). `message` is cut to 400 bytes.
+void notify_failure(int status, const std::string& message, double wait_seconds = 1.0);
+
 /// MPI_Finalize, if init_mpi() ran and MPI is not finalised yet (call once at the end of a run
 /// whose ranks all succeeded: finalize waits for the other ranks). After a collective failed it
 /// does nothing (MPI_Finalize would wait for the failed rank); exit with a non-zero status, and

@@ -117,7 +117,10 @@ MpiGroup::MpiGroup(MPI_Comm comm, MPI_Comm roll, const MpiOptions& options)
   scounts_.resize(n);
   rcounts_.resize(n);
   rdispls_.resize(n);
-  if (size_ > 1) post_ping_receive();
+  if (size_ > 1) {
+    post_ping_receive();
+    post_notice_receive();
+  }
 }
 
 void MpiGroup::set_options(const MpiOptions& options) {

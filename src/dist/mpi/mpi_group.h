@@ -66,6 +66,9 @@ class MpiGroup final : public ProcessGroup {
   void barrier() override;
 
   void set_options(const MpiOptions& options);
+  // dist::notify_failure: sends a failure notice to every peer, waits for their acknowledgements
+  // at most `wait_seconds`. Never throws.
+  void notify_failure(int status, const std::string& message, double wait_seconds) noexcept;
   std::vector<int> unresponsive_ranks();
   // Cancels the roll-call receive and frees the communicators. Returns false (and frees
   // nothing) when a collective failed: MPI requests are still pending then, and MPI_Finalize
@@ -100,6 +103,8 @@ class MpiGroup final : public ProcessGroup {
   [[noreturn]] void fail(const std::string& message, bool timeout);
   [[noreturn]] void fail_timeout();
   [[noreturn]] void fail_called_by_peer();
+  // A peer's failure notice arrived: PeerFailedError naming it.
+  [[noreturn]] void fail_notified_by_peer();
 
   // Roll call: answers a pending ping with a pong (serve_roll_call), or pings every peer and
   // returns the ranks that did not answer within `window_s` (roll_call).
@@ -145,6 +150,16 @@ class MpiGroup final : public ProcessGroup {
   std::vector<std::int64_t> pong_buffers_;
   std::vector<MPI_Request> pong_requests_;
   std::vector<int> unresponsive_;
+  // Failure notices (communicator roll_, tag kFailTag): a receive from any peer is always
+  // posted; a notice is [status, message bytes...] in kNoticeBytes.
+  static constexpr std::size_t kNoticeBytes = 512;
+  MPI_Request notice_request_ = MPI_REQUEST_NULL;
+  char notice_buffer_[kNoticeBytes] = {};
+  char my_notice_[kNoticeBytes] = {};
+  int notice_from_ = -1, notice_status_ = 0;
+  std::string notice_message_;
+  std::vector<std::int64_t> acks_;
+  void post_notice_receive();
 };
 
 // MPI_Error_string of `rc`.

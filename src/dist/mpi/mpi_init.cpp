@@ -92,6 +92,16 @@ void finalize_mpi() {
   if (st.group->shutdown()) MPI_Finalize();
 }
 
+void notify_failure(int status, const std::string& message, double wait_seconds) {
+  std::shared_ptr<mpi_detail::MpiGroup> group;
+  {
+    State& st = state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    group = st.group;
+  }
+  if (group) group->notify_failure(status, message, wait_seconds);
+}
+
 std::vector<int> mpi_unresponsive_ranks() {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);

@@ -4,8 +4,10 @@
 // inside a collective answers it and fails too, so no surviving rank waits out its own timeout.
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <utility>
 
@@ -17,6 +19,8 @@ namespace {
 
 constexpr int kPingTag = 1;
 constexpr int kPongTag = 2;
+constexpr int kFailTag = 3;
+constexpr int kFailAckTag = 4;
 // Polls spent spinning before the waiting rank starts to yield its core (4 ranks on 2 cores
 // must not starve each other), and how long it yields before sleeping 50 us between polls.
 constexpr int kSpinPolls = 100;
@@ -114,6 +118,7 @@ MpiGroup::Call::Call(MpiGroup& g, Kind kind) : g_(g), lock_(g.mu_) {
   if (g.size_ > 1) {
     // A roll call that reached this rank between collectives: a peer has timed out already.
     g.serve_roll_call();
+    if (g.notice_from_ >= 0) g.fail_notified_by_peer();
     if (g.called_by_ >= 0) g.fail_called_by_peer();
   }
 }
@@ -157,6 +162,15 @@ void MpiGroup::fail_called_by_peer() {
        true);
 }
 
+void MpiGroup::fail_notified_by_peer() {
+  const std::string message =
+      where() + ": rank " + std::to_string(notice_from_) + " failed: " + notice_message_;
+  failure_ = message;
+  for (auto& t : in_flight_) orphans_.push_back(t);
+  in_flight_.clear();
+  throw PeerFailedError(message, notice_from_, notice_status_);
+}
+
 void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
   const auto start = Clock::now();
   for (int polls = 0;; ++polls) {
@@ -165,6 +179,7 @@ void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
     if (done) return;
     if (polls < kSpinPolls) continue;
     serve_roll_call();
+    if (notice_from_ >= 0) fail_notified_by_peer();
     if (called_by_ >= 0) fail_called_by_peer();
     const auto now = Clock::now();
     if (now >= deadline_) fail_timeout();
@@ -238,7 +253,82 @@ void MpiGroup::post_ping_receive() {
     ping_request_ = MPI_REQUEST_NULL;
 }
 
+void MpiGroup::post_notice_receive() {
+  if (MPI_Irecv(notice_buffer_, static_cast<int>(kNoticeBytes), MPI_BYTE, MPI_ANY_SOURCE, kFailTag,
+                roll_, &notice_request_) != MPI_SUCCESS)
+    notice_request_ = MPI_REQUEST_NULL;
+}
+
+void MpiGroup::notify_failure(int status, const std::string& message,
+                              double wait_seconds) noexcept {
+  try {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    // A collective of another thread may hold the lock while it waits; do not wait for it long.
+    const auto give_up = Clock::now() + std::chrono::milliseconds(200);
+    while (!lock.try_lock()) {
+      if (Clock::now() >= give_up) return;
+      sched_yield();
+    }
+    if (size_ == 1 || finalized_) return;
+    std::int64_t s = status;
+    std::memcpy(my_notice_, &s, sizeof s);
+    const std::size_t len = std::min<std::size_t>(message.size(), 400);
+    std::memcpy(my_notice_ + sizeof s, message.data(), len);
+    my_notice_[sizeof s + len] = '\0';
+    acks_.assign(static_cast<std::size_t>(size_), 0);
+    std::vector<MPI_Request> ack_requests(static_cast<std::size_t>(size_), MPI_REQUEST_NULL);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      if (MPI_Irecv(&acks_[static_cast<std::size_t>(p)], 1, MPI_INT64_T, p, kFailAckTag, roll_,
+                    &ack_requests[static_cast<std::size_t>(p)]) != MPI_SUCCESS)
+        ack_requests[static_cast<std::size_t>(p)] = MPI_REQUEST_NULL;
+      MPI_Request send = MPI_REQUEST_NULL;
+      if (MPI_Isend(my_notice_, static_cast<int>(kNoticeBytes), MPI_BYTE, p, kFailTag, roll_,
+                    &send) == MPI_SUCCESS)
+        sends_.push_back(send);
+    }
+    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(wait_seconds));
+    for (;;) {
+      int pending = 0;
+      for (auto& r : ack_requests) {
+        if (r == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        if (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done)
+          r = MPI_REQUEST_NULL;
+        else
+          ++pending;
+      }
+      reap_sends();
+      if (pending == 0 || Clock::now() >= end) break;
+      timespec pause{0, 200'000};
+      nanosleep(&pause, nullptr);
+    }
+    // The process exits next; unanswered receives and unsent notices are left to MPI.
+    if (failure_.empty()) failure_ = "this rank failed and notified the others";
+  } catch (...) {
+  }
+}
+
 void MpiGroup::serve_roll_call() {
+  if (notice_request_ != MPI_REQUEST_NULL && notice_from_ < 0) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Test(&notice_request_, &arrived, &status) != MPI_SUCCESS) {
+      notice_request_ = MPI_REQUEST_NULL;
+    } else if (arrived) {
+      notice_from_ = status.MPI_SOURCE;
+      std::int64_t s = 0;
+      std::memcpy(&s, notice_buffer_, sizeof s);
+      notice_status_ = static_cast<int>(s);
+      notice_buffer_[kNoticeBytes - 1] = '\0';
+      notice_message_ = notice_buffer_ + sizeof s;
+      MPI_Request send = MPI_REQUEST_NULL;
+      if (MPI_Isend(&pong_payload_, 1, MPI_INT64_T, notice_from_, kFailAckTag, roll_, &send) ==
+          MPI_SUCCESS)
+        sends_.push_back(send);
+    }
+  }
   if (ping_request_ == MPI_REQUEST_NULL) return;
   int arrived = 0;
   MPI_Status status;
@@ -313,10 +403,11 @@ bool MpiGroup::shutdown() {
   if (finalized_) return true;
   if (!failure_.empty()) return false;
   finalized_ = true;
-  if (ping_request_ != MPI_REQUEST_NULL) {
-    MPI_Cancel(&ping_request_);
-    MPI_Wait(&ping_request_, MPI_STATUS_IGNORE);
-  }
+  for (MPI_Request* r : {&ping_request_, &notice_request_})
+    if (*r != MPI_REQUEST_NULL) {
+      MPI_Cancel(r);
+      MPI_Wait(r, MPI_STATUS_IGNORE);
+    }
   // Pongs to peers are a few bytes, sent eagerly; give them a second, then let MPI finish them.
   const auto end = Clock::now() + std::chrono::seconds(1);
   while (!sends_.empty() && Clock::now() < end) {

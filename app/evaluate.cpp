@@ -36,20 +36,19 @@ EvalResult evaluate_across_ranks(const DistContext& dist,
                                  const std::function<Tensor(const Tensor&)>& forward,
                                  const Tensor& x, const Tensor& y) {
   if (dist.world == 1) return evaluate(forward, x, y);
-  const auto [start, count] =
-      parallel::split_batch(x.size(0), dist.world)[static_cast<std::size_t>(dist.rank)];
-  std::vector<double> sums{0.0, 0.0, 0.0};  // loss sum, correct rows, rows
-  if (count > 0) {
-    const EvalResult local =
-        evaluate(forward, x.narrow(0, start, count), y.narrow(0, start, count));
-    sums = {local.loss * static_cast<double>(count),
-            std::round(local.accuracy * static_cast<double>(count)), static_cast<double>(count)};
-  }
-  sums = sum_across_ranks(dist, sums);
+  // sums over this rank's rows: loss · rows, correct rows
+  const auto totals = parallel::evaluate_exact(
+      dist.group.get(), x, y,
+      [&forward](const Tensor& xs, const Tensor& ys) {
+        const EvalResult local = evaluate(forward, xs, ys);
+        const auto rows = static_cast<double>(xs.size(0));
+        return std::vector<double>{local.loss * rows, std::round(local.accuracy * rows)};
+      },
+      2);
   EvalResult r;
-  r.samples = static_cast<std::int64_t>(sums[2]);
-  r.loss = sums[0] / sums[2];
-  r.accuracy = sums[1] / sums[2];
+  r.samples = static_cast<std::int64_t>(totals[2]);
+  r.loss = totals[0] / totals[2];
+  r.accuracy = totals[1] / totals[2];
   return r;
 }
 

@@ -431,6 +431,39 @@ TEST(Distributed, Errors) {
   EXPECT_TRUE(ddp.state_dict().contains("weight")) << "no module. prefix";
 }
 
+TEST(EvaluateExact, TenRowsOnThreeRanksCountEachRowOnce) {
+  Tensor x = arange(0.0, 10.0, 1.0, kFloat32).reshape({10, 1});
+  std::vector<std::vector<double>> totals(3);
+  std::vector<std::int64_t> rows_seen(3);
+  run_ranks(3, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    totals[static_cast<std::size_t>(rank)] = parallel::evaluate_exact(
+        group.get(), x, x,
+        [&](const Tensor& xs, const Tensor&) {
+          rows_seen[static_cast<std::size_t>(rank)] = xs.size(0);
+          return std::vector<double>{sum(xs).item()};
+        },
+        1);
+  });
+  EXPECT_EQ(rows_seen, (std::vector<std::int64_t>{4, 3, 3}));
+  for (auto& t : totals) EXPECT_EQ(t, (std::vector<double>{45.0, 10.0}));  // sum 0..9, 10 rows
+  // 2 rows on 3 ranks: the third rank evaluates nothing and still takes part
+  Tensor two = x.narrow(0, 0, 2);
+  run_ranks(3, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    auto t = parallel::evaluate_exact(
+        group.get(), two, two,
+        [](const Tensor& xs, const Tensor&) { return std::vector<double>{sum(xs).item()}; }, 1);
+    EXPECT_EQ(t, (std::vector<double>{1.0, 2.0})) << "rank " << rank;
+  });
+  expect_error<ShapeError>([&] { parallel::evaluate_exact(nullptr, x, two, {}, 1); },
+                           {"same number of rows"});
+  expect_error<ValueError>(
+      [&] {
+        parallel::evaluate_exact(
+            nullptr, x, x, [](const Tensor&, const Tensor&) { return std::vector<double>{}; }, 1);
+      },
+      {"returned 0 sums, expected 1"});
+}
+
 TEST(SplitBatch, TensorSplitAndWholeShards) {
   using V = std::vector<std::pair<std::int64_t, std::int64_t>>;
   EXPECT_EQ(parallel::split_batch(9, 4), (V{{0, 3}, {3, 2}, {5, 2}, {7, 2}}));

@@ -39,6 +39,7 @@
 // step.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -70,6 +71,19 @@ struct DistributedDataParallelOptions {
 std::vector<std::pair<std::int64_t, std::int64_t>> split_batch(std::int64_t batch,
                                                                std::int64_t parts,
                                                                std::int64_t shard_size = 0);
+
+/// Per-rows sums of an evaluation (e.g. {loss · rows, correct rows}) of a slice of the data.
+using MetricSums = std::function<std::vector<double>(const Tensor& x, const Tensor& y)>;
+
+/// Exact distributed evaluation: rank r evaluates rows split_batch(N, world)[r] of x [N, ...]
+/// and y [N, ...] (tensor_split parts: every row exactly once, no padding, no duplicates; a rank
+/// may get none and then does not call `sums`), and the sums are all-reduced in float64 (rank
+/// order, identical on every rank). Returns the totals followed by the number of rows
+/// evaluated (N). Every rank calls it with the same N and the same number of sums. Without a
+/// group (null) it is `sums(x, y)` plus N. ShapeError when x and y disagree on N; ValueError
+/// when ranks return different numbers of sums (DistError/ShapeError from the collective).
+std::vector<double> evaluate_exact(dist::ProcessGroup* group, const Tensor& x, const Tensor& y,
+                                   const MetricSums& sums, std::size_t num_sums);
 
 class DistributedDataParallel : public DataParallel {
  public:

@@ -6,6 +6,7 @@
 // DistributedDataParallel code is tested with ranks as threads in tests/parallel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -101,6 +102,33 @@ TEST(MpiDdp, GoldensBitIdenticalAcrossRanksEveryStepAndDeterministicEqualsOnePro
         EXPECT_TRUE(BitEqual(ddp.state_dict().at(key), want)) << key;
     }
   }
+}
+
+TEST(MpiDdp, CaseC04DistributedSamplerShardsAcrossRealRanks) {
+  // ids 0..7, one DistributedSampler per rank (shuffle, seed 0), epochs 0..2 with set_epoch:
+  // each epoch the ranks' shards are disjoint, of 8 / R ids each, and cover 0..7; the order
+  // changes between epochs.
+  auto g = world();
+  if (8 % g->size() != 0) GTEST_SKIP() << "C04 needs R dividing 8";
+  data::DistributedSampler sampler(8, g->size(), g->rank(), /*shuffle=*/true, /*seed=*/0);
+  std::vector<std::vector<std::int64_t>> orders;
+  for (std::int64_t epoch = 0; epoch < 3; ++epoch) {
+    sampler.set_epoch(epoch);
+    const std::vector<std::int64_t> mine = sampler.indices();
+    ASSERT_EQ(mine.size(), static_cast<std::size_t>(8 / g->size()));
+    std::vector<Tensor> all;
+    for (int r = 0; r < g->size(); ++r)
+      all.push_back(zeros({static_cast<std::int64_t>(mine.size())}, kInt64));
+    g->all_gather(all, tensor(std::span<const std::int64_t>(mine)));
+    std::vector<std::int64_t> order;
+    for (auto& t : all)
+      for (auto v : t.to_vector<std::int64_t>()) order.push_back(v);
+    std::vector<std::int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7})) << "epoch " << epoch;
+    orders.push_back(order);
+  }
+  EXPECT_NE(orders[0], orders[1]);
 }
 
 TEST(MpiDdp, CaseC06RankZeroInitWins) {

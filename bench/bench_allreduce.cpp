@@ -38,14 +38,13 @@ double option(int argc, char** argv, const char* name, double fallback) {
 // Every rank runs the same number of calls: rank 0 picks `iters` and broadcasts it.
 double time_per_call(const std::function<void()>& step, double min_time, int reps) {
   for (int i = 0; i < 3; ++i) step();  // warm-up: buffers, connections
+  // A fixed number of probe calls on every rank (a collective per call: a count each rank chose
+  // by its own clock would leave one rank calling it while another has moved on).
+  constexpr int kProbe = 5;
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  int probe = 0;
-  while (MPI_Wtime() - t0 < min_time / 10 && probe < 1000) {
-    step();
-    ++probe;
-  }
-  double per = (MPI_Wtime() - t0) / std::max(probe, 1);
+  for (int i = 0; i < kProbe; ++i) step();
+  const double per = (MPI_Wtime() - t0) / kProbe;
   int iters = std::clamp(static_cast<int>(min_time / std::max(per, 1e-7)), 3, 100000);
   MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
   double best = 1e300;

@@ -56,10 +56,20 @@ std::uint64_t Generator::next_below(std::uint64_t n) {
   }
 }
 
+namespace {
+thread_local Generator* default_override = nullptr;
+}  // namespace
+
 Generator& default_generator() {
   static Generator g(0);
-  return g;
+  return default_override ? *default_override : g;
 }
+
+DefaultGeneratorGuard::DefaultGeneratorGuard(Generator& g) : previous_(default_override) {
+  default_override = &g;
+}
+
+DefaultGeneratorGuard::~DefaultGeneratorGuard() { default_override = previous_; }
 
 void manual_seed(std::uint64_t seed) {
   std::lock_guard<std::mutex> lock(default_generator().mutex());

@@ -53,8 +53,25 @@ class Generator {
   std::mutex mu_;
 };
 
-/// The process-wide generator used when none is passed (torch.default_generator).
+/// The generator used when none is passed (torch.default_generator): the process-wide one, or on
+/// a thread inside a DefaultGeneratorGuard the guard's generator. Draws through the ops lock its
+/// mutex, so threads may share it (their interleaving then decides who gets which numbers).
 Generator& default_generator();
+
+/// While alive, default_generator() on this thread returns `g` instead of the process-wide one
+/// (guards nest). nn::Cloneable::clone() uses it so that re-creating a module's parameters for
+/// the copy draws from a scratch generator and leaves the process-wide stream untouched, also
+/// while other threads draw from it.
+class DefaultGeneratorGuard {
+ public:
+  explicit DefaultGeneratorGuard(Generator& g);
+  ~DefaultGeneratorGuard();
+  DefaultGeneratorGuard(const DefaultGeneratorGuard&) = delete;
+  DefaultGeneratorGuard& operator=(const DefaultGeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
 
 /// Seeds the default generator (torch.manual_seed).
 void manual_seed(std::uint64_t seed);

@@ -98,11 +98,11 @@ class Cloneable : public Module {
     auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
     copy->clear_registrations();
     {
-      Generator& g = default_generator();
-      std::uint64_t seed = g.seed(), offset = g.offset();
+      // reset() draws initial values that copy_state_into() overwrites: draw them from a scratch
+      // generator, not the process-wide stream (which other threads may be using).
+      Generator scratch(0);
+      DefaultGeneratorGuard guard(scratch);
       copy->reset();
-      g.manual_seed(seed);
-      g.set_offset(offset);
     }
     copy_state_into(*copy);
     return copy;

@@ -112,7 +112,9 @@ fi
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
-$PY - "$OUT"/lockstep.txt "$OUT"/pytorch*.txt <<'EOF'
+results=("$OUT/lockstep.txt" "$OUT/pytorch.txt")
+[ "$UNBOUND" = 1 ] && results+=("$OUT/pytorch-unbound.txt")
+$PY - "${results[@]}" <<'EOF'
 import sys
 
 rows = []

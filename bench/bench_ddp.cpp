@@ -10,7 +10,7 @@
 // the 468 whole batches of the 60000 images) and trains on this rank's part of it as the CLI
 // cuts it (parallel::split_batch: 64/64 on 2 ranks):
 //   optimizer.zero_grad(); ddp.forward_backward(x_local, y_local, criterion); optimizer.step();
-// Every configuration starts from a fresh model at batch 0. Intra-op threads: 1 per rank
+// Every configuration has its own model, starting at batch 0. Intra-op threads: 1 per rank
 // (set_num_threads(1) on the main thread, threads_per_device = 1); mpirun binds each rank to a
 // core.
 //
@@ -24,9 +24,11 @@
 //   deterministic              deterministic = true, shard_size 8 (all_gather of the shard
 //                              gradients, fixed-tree sum; bit-identical to one process)
 //
-// Timing: warm-up steps, then a probe that sets the steps per round so that a round lasts about
-// --min-time seconds (the same count on every rank), then the best of --reps rounds; each round
-// starts after a barrier and its time is the slower rank's (all_reduce Max of the ranks' times).
+// Timing: per configuration, warm-up steps, then a probe that sets the steps per round so that a
+// round lasts about --min-time seconds (the same count on every rank); then --reps rounds of
+// every configuration, taken round-robin (config 1, 2, ..., 6, 1, 2, ...) so that a change of
+// load on a shared machine hits all of them alike; the best round counts. Each round starts
+// after a barrier and its time is the slower rank's (all_reduce Max of the ranks' times).
 //
 //   mpirun -np 2 --bind-to core bench_ddp [--data=DIR] [--min-time=2] [--reps=3] [--warmup=30]
 //                                         [--configs=overlap:on,deterministic,...]
@@ -48,6 +50,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "lockstep/lockstep.h"
@@ -63,6 +67,18 @@ std::string option(int argc, char** argv, const char* name, const std::string& f
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
   return fallback;
+}
+
+// Whether `name` is one of the comma-separated names in `list`.
+bool listed(const std::string& list, const std::string& name) {
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    if (list.compare(pos, comma - pos, name) == 0) return true;
+    pos = comma + 1;
+  }
+  return false;
 }
 
 // Exposes the reducer's bucket count (protected in DataParallel) for the report.
@@ -91,79 +107,109 @@ double slowest(dist::ProcessGroup& g, double mine) {
   return t.item();
 }
 
-struct Measured {
-  double seconds_per_step = 0;
-  std::int64_t steps = 0, steps_per_round = 0;
-  std::int64_t bytes = 0;
-  std::size_t buckets = 0;
-  double first_loss = 0, last_loss = 0;
-};
+// One configuration: its own model, DDP wrapper, optimizer and position in the data.
+class Runner {
+ public:
+  Runner(Config c, std::shared_ptr<dist::ProcessGroup> group, const data::LabeledData& train)
+      : c_(std::move(c)), g_(std::move(group)), train_(train) {
+    use();
+    manual_seed(0);
+    auto model =
+        std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Linear>(256, 10)});
+    parallel::DistributedDataParallelOptions o;
+    o.threads_per_device = 1;
+    o.reducer.overlap = c_.overlap;
+    o.reducer.bucket_cap_bytes = c_.bucket_cap;
+    o.deterministic = c_.deterministic;
+    shard_size_ = o.shard_size;
+    ddp_ = std::make_unique<BenchDdp>(model, g_, o);
+    optimizer_ = std::make_unique<optim::SGD>(ddp_->parameters(), optim::SGDOptions{.lr = 0.01});
+    batches_ = train_.features.size(0) / kGlobalBatch;
+    std::tie(start_, count_) = parallel::split_batch(
+        kGlobalBatch, g_->size(),
+        c_.deterministic ? shard_size_ : 0)[static_cast<std::size_t>(g_->rank())];
+  }
 
-Measured run(const Config& c, const std::shared_ptr<dist::ProcessGroup>& group,
-             const data::LabeledData& train, double min_time, int reps, int warmup) {
-  dist::ProcessGroup& g = *group;
-  dist::init_mpi({.timeout_seconds = 600, .check_arguments = c.check_arguments});
-  manual_seed(0);
-  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(256, 10)});
-  parallel::DistributedDataParallelOptions o;
-  o.threads_per_device = 1;
-  o.reducer.overlap = c.overlap;
-  o.reducer.bucket_cap_bytes = c.bucket_cap;
-  o.deterministic = c.deterministic;
-  BenchDdp ddp(model, group, o);
-  optim::SGD optimizer(ddp.parameters(), optim::SGDOptions{.lr = 0.01});
-  nn::CrossEntropyLoss criterion;
+  const Config& config() const { return c_; }
 
-  const std::int64_t batches = train.features.size(0) / kGlobalBatch;
-  const auto [start, count] =
-      parallel::split_batch(kGlobalBatch, g.size(),
-                            c.deterministic ? o.shard_size : 0)[static_cast<std::size_t>(g.rank())];
-  std::int64_t next = 0;  // global batch index
-  Measured m;
-  auto step = [&] {
-    const std::int64_t first = (next++ % batches) * kGlobalBatch + start;
-    Tensor x = train.features.narrow(0, first, count);
-    Tensor y = train.labels.narrow(0, first, count);
-    optimizer.zero_grad();
-    Tensor loss = ddp.forward_backward(x, y, criterion);
-    optimizer.step();
+  // The process group's argument check as this configuration wants it (a process-wide setting).
+  void use() const {
+    dist::init_mpi({.timeout_seconds = 600, .check_arguments = c_.check_arguments});
+  }
+
+  // One training step on the next global batch; returns the global mean loss.
+  double step() {
+    const std::int64_t first = (next_++ % batches_) * kGlobalBatch + start_;
+    Tensor x = train_.features.narrow(0, first, count_);
+    Tensor y = train_.labels.narrow(0, first, count_);
+    optimizer_->zero_grad();
+    Tensor loss = ddp_->forward_backward(x, y, criterion_);
+    optimizer_->step();
     return loss.item();
-  };
+  }
 
-  m.first_loss = step();
-  for (int i = 1; i < warmup; ++i) step();
-  // Probe: steps per round for ~min_time seconds, from the slower rank's time of a few steps.
-  g.barrier();
-  const int probe = std::max(warmup, 10);
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < probe; ++i) step();
-  const double per = slowest(g, seconds_since(t0)) / probe;
-  m.steps_per_round = std::clamp<std::int64_t>(
-      static_cast<std::int64_t>(min_time / std::max(per, 1e-7)), 10, 1'000'000);
-  m.seconds_per_step = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    g.barrier();
-    t0 = std::chrono::steady_clock::now();
-    for (std::int64_t i = 0; i < m.steps_per_round; ++i) m.last_loss = step();
-    m.seconds_per_step = std::min(
-        m.seconds_per_step, slowest(g, seconds_since(t0)) / static_cast<double>(m.steps_per_round));
+  // Warm-up, then the steps per round for ~min_time seconds from the slower rank's time of a
+  // probe (the same count on every rank).
+  void warm_up(int warmup, double min_time) {
+    use();
+    first_loss_ = step();
+    for (int i = 1; i < warmup; ++i) step();
+    g_->barrier();
+    const int probe = std::max(warmup, 10);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < probe; ++i) step();
+    const double per = slowest(*g_, seconds_since(t0)) / probe;
+    steps_per_round_ = std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(min_time / std::max(per, 1e-7)), 10, 1'000'000);
   }
-  m.steps = next;
-  m.buckets = ddp.buckets();
-  if (c.deterministic) {
-    // bytes_moved_last_step() is not set on the deterministic path; report what it sends: an
-    // all_gather of [shards, parameters] float32 (plus a small float64 table of flags/losses).
-    std::int64_t numel = 0;
-    for (const auto& p : ddp.parameters()) numel += p.numel();
-    m.bytes = (count / o.shard_size) * numel * 4;
-  } else {
-    m.bytes = ddp.bytes_moved_last_step();
+
+  // One timed round (after a barrier); keeps the best seconds per step, the slower rank's.
+  void round() {
+    use();
+    g_->barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; i < steps_per_round_; ++i) last_loss_ = step();
+    best_ =
+        std::min(best_, slowest(*g_, seconds_since(t0)) / static_cast<double>(steps_per_round_));
   }
-  return m;
-}
+
+  void report() const {
+    std::int64_t bytes = ddp_->bytes_moved_last_step();
+    const std::string buckets =
+        c_.deterministic ? std::string("-") : std::to_string(ddp_->buckets());
+    if (c_.deterministic) {
+      // bytes_moved_last_step() is not set on the deterministic path; report what it sends: an
+      // all_gather of [shards, parameters] float32 (plus a small float64 table of flags/losses).
+      std::int64_t numel = 0;
+      for (const auto& p : ddp_->parameters()) numel += p.numel();
+      bytes = (count_ / shard_size_) * numel * 4;
+    }
+    std::printf(
+        "RESULT framework=lockstep config=%s us_per_step=%.1f samples_per_s=%.0f "
+        "comm=%s comm_bytes_per_step=%lld buckets=%s steps_per_round=%lld steps=%lld "
+        "first_loss=%.4f last_loss=%.4f\n",
+        c_.name.c_str(), best_ * 1e6, static_cast<double>(kGlobalBatch) / best_,
+        c_.deterministic ? "all_gather" : "all_reduce", static_cast<long long>(bytes),
+        buckets.c_str(), static_cast<long long>(steps_per_round_), static_cast<long long>(next_),
+        first_loss_, last_loss_);
+    std::fflush(stdout);
+  }
+
+ private:
+  Config c_;
+  std::shared_ptr<dist::ProcessGroup> g_;
+  const data::LabeledData& train_;
+  std::unique_ptr<BenchDdp> ddp_;
+  std::unique_ptr<optim::SGD> optimizer_;
+  nn::CrossEntropyLoss criterion_;
+  std::int64_t shard_size_ = 0, batches_ = 0, start_ = 0, count_ = 0;
+  std::int64_t next_ = 0;  // global batch index of the next step
+  std::int64_t steps_per_round_ = 0;
+  double best_ = 1e300, first_loss_ = 0, last_loss_ = 0;
+};
 
 }  // namespace
 
@@ -205,23 +251,17 @@ int main(int argc, char** argv) {
         min_time, reps, warmup);
     std::fflush(stdout);
   }
-  for (const Config& c : configs) {
-    if (!only.empty() && ("," + only + ",").find("," + c.name + ",") == std::string::npos) continue;
-    const Measured m = run(c, g, train, min_time, reps, warmup);
-    if (rank == 0) {
-      const std::string buckets = c.deterministic ? "-" : std::to_string(m.buckets);
-      std::printf(
-          "RESULT framework=lockstep config=%s us_per_step=%.1f samples_per_s=%.0f "
-          "comm=%s comm_bytes_per_step=%lld buckets=%s steps_per_round=%lld steps=%lld "
-          "first_loss=%.4f last_loss=%.4f\n",
-          c.name.c_str(), m.seconds_per_step * 1e6,
-          static_cast<double>(kGlobalBatch) / m.seconds_per_step,
-          c.deterministic ? "all_gather" : "all_reduce", static_cast<long long>(m.bytes),
-          buckets.c_str(), static_cast<long long>(m.steps_per_round),
-          static_cast<long long>(m.steps), m.first_loss, m.last_loss);
-      std::fflush(stdout);
-    }
-  }
+  // Every configuration is built and warmed up first; then the rounds go round-robin over the
+  // configurations, so that a change of machine load affects them alike.
+  std::vector<std::unique_ptr<Runner>> runners;
+  for (const Config& c : configs)
+    if (only.empty() || listed(only, c.name))
+      runners.push_back(std::make_unique<Runner>(c, g, train));
+  for (auto& r : runners) r->warm_up(warmup, min_time);
+  for (int round = 0; round < reps; ++round)
+    for (auto& r : runners) r->round();
+  if (rank == 0)
+    for (const auto& r : runners) r->report();
   dist::finalize_mpi();
   return 0;
 }

@@ -508,6 +508,14 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
     }
     clear_grads(*replicas_[k]);
   });
+  // Bytes moved: parameters copied to the other local devices, plus shard rows gathered from
+  // (and sent to) the other ranks.
+  const auto elem = static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+  bytes_moved_ = static_cast<std::int64_t>(pl.ranges.empty() ? 0 : pl.ranges.size() - 1) *
+                 master_.numel * elem;
+  if (group)
+    bytes_moved_ += static_cast<std::int64_t>(group->size() - 1) *
+                    std::max<std::int64_t>(widest, 1) * master_.numel * elem;
   if (!group) {
     std::vector<char> any = reduce_slots(slots, had);
     accumulate_master_grads(narrow(slots, 0, 0, 1).reshape({master_.numel}), any);

@@ -431,6 +431,22 @@ TEST(Distributed, Errors) {
   EXPECT_TRUE(ddp.state_dict().contains("weight")) << "no module. prefix";
 }
 
+TEST(Distributed, DeterministicModeCountsTheGatheredBytes) {
+  // 2 ranks, 16 samples each in shards of 8: each rank sends its 2 rows of the 5 parameters of
+  // Linear(4, 1) to the other rank: 2 x 5 x 4 bytes.
+  std::vector<std::int64_t> bytes(2);
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+    DistributedDataParallelOptions o;
+    o.deterministic = true;
+    DistributedDataParallel ddp(std::make_shared<nn::Linear>(4, 1), group, o);
+    Tensor x = ones({16, 4});
+    ddp.forward_backward(x, ones({16, 1}),
+                         [](const Tensor& out, const Tensor&) { return mean(out); });
+    bytes[static_cast<std::size_t>(rank)] = ddp.bytes_moved_last_step();
+  });
+  EXPECT_EQ(bytes, (std::vector<std::int64_t>{40, 40}));
+}
+
 TEST(EvaluateExact, TenRowsOnThreeRanksCountEachRowOnce) {
   Tensor x = arange(0.0, 10.0, 1.0, kFloat32).reshape({10, 1});
   std::vector<std::vector<double>> totals(3);

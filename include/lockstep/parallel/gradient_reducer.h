@@ -2,8 +2,11 @@
 // (the mechanism of torch.nn.parallel.DistributedDataParallel's reducer). The rank's parameters
 // live in one flat buffer and its gradients in another; gradients are grouped into buckets of at
 // most `bucket_cap_bytes` in reverse parameter order (the order backward produces them) and each
-// bucket is all-reduced as soon as all of its gradients are final, while the rest of backward
-// runs. Buckets are reduced strictly in index order on every rank, so ranks whose graphs differ
+// bucket is all-reduced as soon as all of its gradients are final, from the gradient hook on
+// the thread running backward. The all-reduce is a blocking call there: the rest of this
+// replica's backward waits for it (other replicas and ranks keep computing). PyTorch hands ready
+// buckets to a communication thread instead; an asynchronous ProcessGroup call would be needed
+// for that, and is not built. Buckets are reduced strictly in index order on every rank, so ranks whose graphs differ
 // (unused parameters) still issue the same collectives. The caller scales each rank's loss by
 // b_k / B, so the sum is the gradient of the mean loss over the global batch.
 #pragma once

@@ -2,6 +2,8 @@
 // and the translation of CLI11's errors into one `lockstep: error: ...` line.
 #include "cli.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -448,10 +450,18 @@ std::string describe_parse_error(const CLI::ParseError& error, const CLI::App& a
 }
 
 void print_error(const std::string& message) {
-  std::string line = message;
+  std::string line = "lockstep: error: " + message;
   for (char& ch : line)
     if (ch == '\n' || ch == '\r') ch = ' ';
-  std::cerr << "lockstep: error: " << line << std::endl;
+  line += '\n';
+  // One write: the ranks of an mpirun job share the terminal, and their lines must not interleave.
+  std::cerr.flush();
+  std::fflush(stderr);
+  for (std::size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace lockstep::app

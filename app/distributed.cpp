@@ -32,7 +32,14 @@ DistContext init_distributed(const DistOptions& options) {
     c.group = dist::init_mpi({.timeout_seconds = options.timeout});
     c.rank = c.group->rank();
     c.world = c.group->size();
-  } else if (backend != "threads") {
+  } else if (backend == "threads") {
+    // mpirun -np N lockstep train --backend threads would train N unrelated copies
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+      if (const char* v = std::getenv(name); v && std::atoi(v) > 1)
+        throw ValueError("--backend threads: this process is one of " + std::string(v) +
+                         " ranks started by an MPI launcher, which would train " + v +
+                         " unrelated copies; use --backend mpi (the default under mpirun)");
+  } else {
     throw ValueError("--backend: expected threads, mpi or nccl, got '" + backend + "'");
   }
   c.prints = c.rank == 0 || options.log_all_ranks;

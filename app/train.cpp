@@ -195,6 +195,10 @@ class Trainer {
   /// This rank's part of a global batch: all of it alone; across ranks the split DataParallel
   /// uses across devices (tensor_split, or whole shards in deterministic mode).
   std::pair<std::int64_t, std::int64_t> local_part(std::int64_t batch) const;
+  /// Across ranks: ValueError on every rank unless all were started with the same training
+  /// flags, epochs and resume setting on data of the same shape (checked before the first
+  /// collective that depends on them).
+  void check_same_setup_on_every_rank() const;
   /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
   void inject_fault(std::int64_t step, Tensor& x) const;
   /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
@@ -253,6 +257,7 @@ void Trainer::setup() {
   model_ = make_mlp(r_.model, o_.model.activation, o_.model.dropout);
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   fingerprint_ = flags_fingerprint(o_, r_);
+  if (dist_.world > 1) check_same_setup_on_every_rank();
 
   if (dist_.group) {
     parallel::DistributedDataParallelOptions ddp_options;
@@ -336,6 +341,28 @@ std::pair<std::int64_t, std::int64_t> Trainer::local_part(std::int64_t batch) co
   if (dist_.world == 1) return {0, batch};
   const std::int64_t shard = o_.deterministic ? parallel::DataParallelOptions{}.shard_size : 0;
   return parallel::split_batch(batch, dist_.world, shard)[static_cast<std::size_t>(dist_.rank)];
+}
+
+void Trainer::check_same_setup_on_every_rank() const {
+  std::string setup =
+      fingerprint_ + "--epochs=" + std::to_string(o_.epochs) +
+      "\n--resume=" + (o_.resume ? "on" : "off") + "\ntrain=" + data_.train_x.shape().str() +
+      "\nval=" + data_.val_x.shape().str() + "\nclasses=" + std::to_string(data_.classes) + "\n";
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bit
+  for (unsigned char c : setup) h = (h ^ c) * 1099511628211ull;
+  const auto mine = static_cast<std::int64_t>(h >> 1);
+  std::vector<Tensor> all;
+  for (int r = 0; r < dist_.world; ++r) all.push_back(zeros({1}, kInt64));
+  dist_.group->all_gather(all, tensor(std::span<const std::int64_t>(&mine, 1)));
+  std::string differing;
+  const std::int64_t first = all[0].to_vector<std::int64_t>()[0];
+  for (int r = 1; r < dist_.world; ++r)
+    if (all[static_cast<std::size_t>(r)].to_vector<std::int64_t>()[0] != first)
+      differing += (differing.empty() ? "" : ",") + std::to_string(r);
+  if (!differing.empty())
+    throw ValueError((differing.find(',') == std::string::npos ? "rank " : "ranks ") + differing +
+                     " started with other training flags or data than rank 0 (every rank of an "
+                     "mpirun job must run the same command on the same data)");
 }
 
 void Trainer::inject_fault(std::int64_t step, Tensor& x) const {
@@ -490,7 +517,15 @@ void Trainer::run() {
   if (epochs_done_ >= o_.epochs) {  // resumed at or past --epochs: report the model as it is
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
-  if (!o_.save.empty() && dist_.is_main()) save_weights(*model_, o_.save);
+  if (!o_.save.empty() && dist_.is_main()) {
+    try {
+      save_weights(*model_, o_.save);
+    } catch (const IoError& e) {
+      throw IoError("--save: " + std::string(e.what()));
+    }
+  }
+  // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed.
+  if (!o_.save.empty() && dist_.group && dist_.world > 1) dist_.group->barrier();
   out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)
        << '\n'

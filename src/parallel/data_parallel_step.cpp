@@ -206,16 +206,16 @@ double sum_of(const std::vector<double>& v) {
 std::vector<DataParallel::RankStep> DataParallel::exchange_step(const RankStep& mine) {
   auto& group = *options_.process_group;
   const int world = group.size();
-  const std::int64_t v[4] = {mine.pieces, mine.count, mine.active, mine.sync};
-  Tensor in = tensor(std::span<const std::int64_t>(v, 4));
+  const std::int64_t v[5] = {mine.pieces, mine.count, mine.active, mine.sync, mine.samples};
+  Tensor in = tensor(std::span<const std::int64_t>(v, 5));
   std::vector<Tensor> out;
-  for (int r = 0; r < world; ++r) out.push_back(zeros({4}, kInt64));
+  for (int r = 0; r < world; ++r) out.push_back(zeros({5}, kInt64));
   group.all_gather(out, in);
   std::vector<RankStep> steps;
   int sync_on = 0, sync_off = 0;
   for (int r = 0; r < world; ++r) {
     auto v = out[static_cast<std::size_t>(r)].to_vector<std::int64_t>();
-    steps.push_back({v[0], v[1], v[2], v[3]});
+    steps.push_back({v[0], v[1], v[2], v[3], v[4]});
     if (v[2]) (v[3] ? sync_on : sync_off)++;
   }
   if (sync_on && sync_off) {
@@ -282,15 +282,19 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   double total = sum_of(counts);
   bool sync = require_sync_;
   dist::ProcessGroup* group = options_.process_group.get();
+  // Across ranks, row i of this rank's batch is row row_offset + i of the global batch (the
+  // ranks' batches in rank order): dropout masks are keyed by that global index.
+  std::int64_t row_offset = 0;
   if (group) {
     // Across ranks: the loss is weighted by the global count, and a rank that joined follows
     // the others' no_sync() setting with an empty batch.
     auto steps = exchange_step({static_cast<std::int64_t>(n), static_cast<std::int64_t>(total),
-                                joined_ ? 0 : 1, require_sync_ ? 1 : 0});
+                                joined_ ? 0 : 1, require_sync_ ? 1 : 0, batch});
     total = 0;
     int first_active = -1;
     for (std::size_t r = 0; r < steps.size(); ++r) {
       total += static_cast<double>(steps[r].count);
+      if (static_cast<int>(r) < group->rank()) row_offset += steps[r].samples;
       if (steps[r].active && first_active < 0) {
         first_active = static_cast<int>(r);
         sync = steps[r].sync != 0;
@@ -331,7 +335,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     EnableGradGuard grad_on;
     Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
     Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
-    DropoutKeyGuard key({options_.seed, step, starts[k]});
+    DropoutKeyGuard key({options_.seed, step, row_offset + starts[k]});
     Tensor loss = loss_fn(replicas_[k]->forward(x), y);
     losses[k] = loss.item() * weights[k];
     backward_weighted(loss, weights[k]);
@@ -462,15 +466,17 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   // Across ranks, this rank's shards follow those of the lower ranks in the global
   // [shards, parameters] buffer.
   std::int64_t all_pieces = static_cast<std::int64_t>(pl.pieces.size()), widest = 0;
+  std::int64_t row_offset = 0;  // across ranks: this batch's first row in the global batch
   std::vector<RankStep> steps;
   if (group) {
     steps = exchange_step({static_cast<std::int64_t>(pl.pieces.size()),
-                           static_cast<std::int64_t>(total), joined_ ? 0 : 1, 1});
+                           static_cast<std::int64_t>(total), joined_ ? 0 : 1, 1, batch});
     total = 0;
     all_pieces = 0;
     int first_active = -1;
     for (std::size_t r = 0; r < steps.size(); ++r) {
       total += static_cast<double>(steps[r].count);
+      if (static_cast<int>(r) < group->rank()) row_offset += steps[r].samples;
       all_pieces += steps[r].pieces;
       widest = std::max(widest, steps[r].pieces);
       if (steps[r].active && first_active < 0) first_active = static_cast<int>(r);
@@ -500,7 +506,7 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
       clear_grads(*replicas_[k]);
       Tensor x = narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
       Tensor y = narrow(target.detach(), 0, piece.start, piece.size).to(devices_[k]);
-      DropoutKeyGuard key({options_.seed, step, piece.start});
+      DropoutKeyGuard key({options_.seed, step, row_offset + piece.start});
       Tensor loss = loss_fn(replicas_[k]->forward(x), y);
       losses[s] = loss.item() * weights[s];
       backward_weighted(loss, weights[s]);

@@ -130,6 +130,16 @@ TEST(MpiCli, DeterministicIsBitIdenticalToOneProcessWithOneDevice) {
     ASSERT_EQ(t.r.status, 0) << t.r.err;
     EXPECT_TRUE(bytes_of(dir / "many") == want) << "final parameters differ from one process";
   }
+  // with dropout: the masks are keyed by the row's index in the global batch, not in the rank's
+  const std::vector<std::string> dropout{
+      "train", "--deterministic", "--dropout", "0.3",    "--epochs",
+      "2",     "--batch-size",    "23",        "--quiet"};
+  RunResult one = lockstep(dropout + std::vector<std::string>{"--devices", "cpu:0", "--backend",
+                                                              "threads", "--save", dir / "d1"});
+  ASSERT_EQ(one.status, 0) << one.err;
+  Timed three = mpirun(3, dropout + std::vector<std::string>{"--save", dir / "d3"});
+  ASSERT_EQ(three.r.status, 0) << three.r.err;
+  EXPECT_TRUE(bytes_of(dir / "d3") == bytes_of(dir / "d1")) << "dropout on 3 ranks";
 }
 
 TEST(MpiCli, RankZeroWritesCheckpointsAndFourRanksResumeBitIdentically) {
@@ -224,6 +234,9 @@ TEST(MpiCliFaults, NaNOnOneRankStopsEveryRankAtTheSameStep) {
         found = true;
     EXPECT_TRUE(found) << who << "did not report rank 1 / step 3:\n" << t.r.err;
   }
+  // each error is one write: the two ranks' lines do not interleave
+  for (const std::string& line : lines_of(t.r.err))
+    EXPECT_EQ(line.find("lockstep: error: ", 1), std::string::npos) << line;
 }
 
 TEST(MpiCliFaults, StoppedRankTimesOutWithStatus4) {
@@ -242,6 +255,27 @@ TEST(MpiCliFaults, KilledRankEndsTheJobAtOnce) {
   EXPECT_NE(t.r.status, 0) << t.r.err;
   EXPECT_LT(t.seconds, 30.0);
   EXPECT_NE(t.r.err.find("rank 1"), std::string::npos) << t.r.err;
+}
+
+TEST(MpiCli, RanksStartedWithDifferentFlagsAreRefused) {
+  // MPMD: rank 0 and rank 1 run different commands
+  Timed t;
+  const auto start = Clock::now();
+  t.r = run(LOCKSTEP_MPIEXEC, {"-np", "1", kCli, "train", "--lr", "0.1", "--epochs", "1", ":",
+                               "-np", "1", kCli, "train", "--lr", "0.01", "--epochs", "1"});
+  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(t.r.status, 2) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_NE(t.r.err.find("rank 1 started with other training flags or data than rank 0"),
+            std::string::npos)
+      << t.r.err;
+}
+
+TEST(MpiCli, ThreadsBackendUnderMpirunIsRefused) {
+  Timed t = mpirun(2, {"train", "--backend", "threads", "--epochs", "1"});
+  EXPECT_EQ(t.r.status, 2) << t.r.err;
+  EXPECT_NE(t.r.err.find("--backend threads: this process is one of 2 ranks"), std::string::npos)
+      << t.r.err;
 }
 
 TEST(MpiCli, BackendErrors) {

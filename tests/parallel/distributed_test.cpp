@@ -431,6 +431,62 @@ TEST(Distributed, Errors) {
   EXPECT_TRUE(ddp.state_dict().contains("weight")) << "no module. prefix";
 }
 
+TEST(Distributed, DropoutMasksMatchOneProcess) {
+  // Dropout keyed by the global row index: DDP on 2 or 3 ranks (1 or 2 devices each) trains the
+  // model one process trains on the global batch — bit for bit in deterministic mode.
+  manual_seed(31);
+  auto init = std::make_shared<nn::Sequential>();
+  init->push_back(std::make_shared<nn::Linear>(6, 8));
+  init->push_back(std::make_shared<nn::ReLU>());
+  init->push_back(std::make_shared<nn::Dropout>(0.5));
+  init->push_back(std::make_shared<nn::Linear>(8, 2));
+  Tensor x = randn({20, 6});
+  Tensor y = randint(0, 2, {20}, kInt64);
+  nn::CrossEntropyLoss criterion;
+  for (bool deterministic : {true, false}) {
+    auto single_model = std::static_pointer_cast<nn::Sequential>(init->clone());
+    parallel::DataParallelOptions so;
+    so.deterministic = deterministic;
+    so.threads_per_device = 1;
+    nn::DataParallel dp(single_model, cpus(1), std::nullopt, so);
+    optim::SGD single_opt(dp.parameters(), {.lr = 0.1});
+    for (int step = 0; step < 3; ++step) {
+      single_opt.zero_grad();
+      dp.forward_backward(x, y, criterion);
+      single_opt.step();
+    }
+    const std::vector<float> want = flat_params(dp);
+    for (int world : {2, 3})
+      for (int local : {1, 2}) {
+        std::vector<std::vector<float>> got(static_cast<std::size_t>(world));
+        run_ranks(world, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
+          DistributedDataParallelOptions o;
+          o.deterministic = deterministic;
+          o.device_ids = cpus(local);
+          o.threads_per_device = 1;
+          DistributedDataParallel ddp(init->clone(), group, o);
+          optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+          auto [start, size] = parallel::split_batch(
+              20, world, deterministic ? o.shard_size : 0)[static_cast<std::size_t>(rank)];
+          for (int step = 0; step < 3; ++step) {
+            opt.zero_grad();
+            ddp.forward_backward(x.narrow(0, start, size), y.narrow(0, start, size), criterion);
+            opt.step();
+          }
+          got[static_cast<std::size_t>(rank)] = flat_params(ddp);
+        });
+        const std::string what = std::string(deterministic ? "deterministic" : "default") + ", " +
+                                 std::to_string(world) + " ranks x " + std::to_string(local) +
+                                 " devices";
+        if (deterministic)
+          EXPECT_TRUE(bit_equal(got[0], want)) << what;
+        else
+          EXPECT_TRUE(AllClose(as_double(got[0]), as_double(want))) << what;
+        for (auto& g : got) EXPECT_TRUE(bit_equal(g, got[0])) << what;
+      }
+  }
+}
+
 TEST(Distributed, DeterministicModeCountsTheGatheredBytes) {
   // 2 ranks, 16 samples each in shards of 8: each rank sends its 2 rows of the 5 parameters of
   // Linear(4, 1) to the other rank: 2 x 5 x 4 bytes.

@@ -174,10 +174,11 @@ class DataParallel : public nn::Module {
   // Across ranks (options_.process_group set): what each rank contributes to a step, exchanged
   // by one all_gather at its start.
   struct RankStep {
-    std::int64_t pieces = 0;  // gradient pieces (deterministic mode: shards) of the local batch
-    std::int64_t count = 0;   // terms the local loss averages over
-    std::int64_t active = 1;  // 0: the rank has joined (no more data; shadows the collectives)
-    std::int64_t sync = 1;    // require_backward_grad_sync()
+    std::int64_t pieces = 0;   // gradient pieces (deterministic mode: shards) of the local batch
+    std::int64_t count = 0;    // terms the local loss averages over
+    std::int64_t active = 1;   // 0: the rank has joined (no more data; shadows the collectives)
+    std::int64_t sync = 1;     // require_backward_grad_sync()
+    std::int64_t samples = 0;  // rows of the local batch (dropout keys use global row indices)
   };
   // Exchanges this rank's RankStep with every rank (ValueError on every rank when the active
   // ranks disagree on no_sync()).

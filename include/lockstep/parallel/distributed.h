@@ -57,7 +57,9 @@ struct DistributedDataParallelOptions {
   std::int64_t shard_size = 8;
   /// Bucket capacity (DDP's bucket_cap_mb; default 25 MB) and overlap with backward.
   ReducerOptions reducer{};
-  /// Seed of the dropout masks, keyed by (seed, step, sample index within the local batch).
+  /// Seed of the dropout masks, keyed by (seed, step, row index in the global batch: the ranks'
+  /// local batches concatenated in rank order), so they match one process on the global batch.
+  /// The forward() path keys by the row index within the local batch.
   std::uint64_t seed = 0;
   /// Intra-op threads per local device; 0: max(1, usable cores / local devices).
   int threads_per_device = 0;

@@ -6,9 +6,9 @@
 // the thread running backward. The all-reduce is a blocking call there: the rest of this
 // replica's backward waits for it (other replicas and ranks keep computing). PyTorch hands ready
 // buckets to a communication thread instead; an asynchronous ProcessGroup call would be needed
-// for that, and is not built. Buckets are reduced strictly in index order on every rank, so ranks whose graphs differ
-// (unused parameters) still issue the same collectives. The caller scales each rank's loss by
-// b_k / B, so the sum is the gradient of the mean loss over the global batch.
+// for that, and is not built. Buckets are reduced strictly in index order on every rank, so ranks
+// whose graphs differ (unused parameters) still issue the same collectives. The caller scales each
+// rank's loss by b_k / B, so the sum is the gradient of the mean loss over the global batch.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +69,7 @@ class GradientReducer {
   ReducerOptions options_;
   Tensor grad_;
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;     // parameter -> bucket (-1: no grad required)
+  std::vector<int> bucket_of_;  // parameter -> bucket (-1: no grad required)
   std::vector<std::int64_t> has_grad_;
   std::vector<int> hook_ids_;
   std::size_t next_bucket_ = 0;

@@ -203,7 +203,7 @@ double sum_of(const std::vector<double>& v) {
 
 }  // namespace
 
-std::vector<DataParallel::RankStep> DataParallel::exchange_step(const RankStep& mine) {
+DataParallel::StepTotals DataParallel::exchange_step(const RankStep& mine) {
   auto& group = *options_.process_group;
   const int world = group.size();
   const std::int64_t v[5] = {mine.pieces, mine.count, mine.active, mine.sync, mine.samples};
@@ -211,12 +211,21 @@ std::vector<DataParallel::RankStep> DataParallel::exchange_step(const RankStep& 
   std::vector<Tensor> out;
   for (int r = 0; r < world; ++r) out.push_back(zeros({5}, kInt64));
   group.all_gather(out, in);
-  std::vector<RankStep> steps;
+  StepTotals t;
+  std::vector<RankStep>& steps = t.ranks;
   int sync_on = 0, sync_off = 0;
   for (int r = 0; r < world; ++r) {
     auto v = out[static_cast<std::size_t>(r)].to_vector<std::int64_t>();
-    steps.push_back({v[0], v[1], v[2], v[3], v[4]});
-    if (v[2]) (v[3] ? sync_on : sync_off)++;
+    const RankStep& st = steps.emplace_back(RankStep{v[0], v[1], v[2], v[3], v[4]});
+    t.count += static_cast<double>(st.count);
+    if (r < group.rank()) t.row_offset += st.samples;
+    t.pieces += st.pieces;
+    t.widest = std::max(t.widest, st.pieces);
+    if (st.active && t.first_active < 0) {
+      t.first_active = r;
+      t.sync = st.sync != 0;
+    }
+    if (st.active) (st.sync ? sync_on : sync_off)++;
   }
   if (sync_on && sync_off) {
     std::string on, off;
@@ -231,7 +240,7 @@ std::vector<DataParallel::RankStep> DataParallel::exchange_step(const RankStep& 
                      off + " inside no_sync, ranks " + on +
                      " not): every rank must make the same synced and unsynced calls");
   }
-  return steps;
+  return t;
 }
 
 void DataParallel::backward_weighted(const Tensor& loss, double weight) const {
@@ -288,23 +297,17 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
   if (group) {
     // Across ranks: the loss is weighted by the global count, and a rank that joined follows
     // the others' no_sync() setting with an empty batch.
-    auto steps = exchange_step({static_cast<std::int64_t>(n), static_cast<std::int64_t>(total),
-                                joined_ ? 0 : 1, require_sync_ ? 1 : 0, batch});
-    total = 0;
-    int first_active = -1;
-    for (std::size_t r = 0; r < steps.size(); ++r) {
-      total += static_cast<double>(steps[r].count);
-      if (static_cast<int>(r) < group->rank()) row_offset += steps[r].samples;
-      if (steps[r].active && first_active < 0) {
-        first_active = static_cast<int>(r);
-        sync = steps[r].sync != 0;
-      }
-    }
-    if (first_active < 0) {
+    const StepTotals t =
+        exchange_step({static_cast<std::int64_t>(n), static_cast<std::int64_t>(total),
+                       joined_ ? 0 : 1, require_sync_ ? 1 : 0, batch});
+    if (t.first_active < 0) {
       all_joined_ = true;
       return scalar_tensor(std::nan(""), master_.buffer.options());
     }
-    last_active_rank_ = first_active;
+    total = t.count;
+    row_offset = t.row_offset;
+    sync = t.sync;
+    last_active_rank_ = t.first_active;
   }
   const std::uint64_t step = step_++;
   const bool empty = total == 0;
@@ -469,23 +472,18 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   std::int64_t row_offset = 0;  // across ranks: this batch's first row in the global batch
   std::vector<RankStep> steps;
   if (group) {
-    steps = exchange_step({static_cast<std::int64_t>(pl.pieces.size()),
-                           static_cast<std::int64_t>(total), joined_ ? 0 : 1, 1, batch});
-    total = 0;
-    all_pieces = 0;
-    int first_active = -1;
-    for (std::size_t r = 0; r < steps.size(); ++r) {
-      total += static_cast<double>(steps[r].count);
-      if (static_cast<int>(r) < group->rank()) row_offset += steps[r].samples;
-      all_pieces += steps[r].pieces;
-      widest = std::max(widest, steps[r].pieces);
-      if (steps[r].active && first_active < 0) first_active = static_cast<int>(r);
-    }
-    if (first_active < 0) {
+    StepTotals t = exchange_step({static_cast<std::int64_t>(pl.pieces.size()),
+                                  static_cast<std::int64_t>(total), joined_ ? 0 : 1, 1, batch});
+    if (t.first_active < 0) {
       all_joined_ = true;
       return scalar_tensor(std::nan(""), master_.buffer.options());
     }
-    last_active_rank_ = first_active;
+    total = t.count;
+    row_offset = t.row_offset;
+    all_pieces = t.pieces;
+    widest = t.widest;
+    last_active_rank_ = t.first_active;
+    steps = std::move(t.ranks);
   }
   const std::uint64_t step = step_++;
   const bool empty = total == 0;

@@ -180,9 +180,19 @@ class DataParallel : public nn::Module {
     std::int64_t sync = 1;     // require_backward_grad_sync()
     std::int64_t samples = 0;  // rows of the local batch (dropout keys use global row indices)
   };
+  // What the exchange tells every rank about the step.
+  struct StepTotals {
+    std::vector<RankStep> ranks;  // indexed by rank
+    double count = 0;             // Σ count over ranks
+    std::int64_t row_offset = 0;  // Σ samples of the lower ranks: this rank's first global row
+    std::int64_t pieces = 0;      // Σ pieces
+    std::int64_t widest = 0;      // max pieces of one rank
+    int first_active = -1;        // lowest active rank; -1: every rank has joined
+    bool sync = true;             // the active ranks' no_sync() setting
+  };
   // Exchanges this rank's RankStep with every rank (ValueError on every rank when the active
-  // ranks disagree on no_sync()).
-  std::vector<RankStep> exchange_step(const RankStep& mine);
+  // ranks disagree on no_sync()) and sums it up.
+  StepTotals exchange_step(const RankStep& mine);
   // Raw per-piece counts (count_s, or b_s without `count`).
   std::vector<double> piece_counts(const std::vector<Shard>& pieces, const Tensor& target,
                                    const LossCount& count) const;

@@ -13,6 +13,7 @@
 //   OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --collect-atstart=no
 //       --callgrind-out-file=cg.ref build-bench/bench/profile_step reference 2000
 //   callgrind_annotate --inclusive=no cg.ref | head -40
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,9 +41,12 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 10; ++i) w.step();  // warm-up, not collected
   lockstep::Tensor loss;
   PROFILE_TOGGLE();
+  auto start = std::chrono::steady_clock::now();
   for (long i = 0; i < steps; ++i) loss = w.step();
   PROFILE_TOGGLE();
-  std::printf("%s: %ld steps on %d thread(s), last loss %.6f\n", which.c_str(), steps,
-              lockstep::get_num_threads(), loss.item());
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                  .count() / static_cast<double>(steps);
+  std::printf("%s: %ld steps on %d thread(s), %.2f us/step, last loss %.6f\n", which.c_str(),
+              steps, lockstep::get_num_threads(), us, loss.item());
   return 0;
 }

@@ -25,6 +25,10 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc);
+/// y[rows, out] = x[rows, in] · w[out, in]ᵀ + bias[out] (bias may be null): torch.nn.functional.linear.
+template <class T>
+void linear(const T* x, const T* w, const T* bias, T* y, std::int64_t rows, std::int64_t in,
+            std::int64_t out);
 /// out = a op b with NumPy broadcasting (out already has the broadcast shape).
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
 /// out[r] = sum over the broadcast positions of `in` that map to r (reduces `in` to out's shape,
@@ -41,6 +45,9 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc);
+template <class T>
+void linear(const T* x, const T* w, const T* bias, T* y, std::int64_t rows, std::int64_t in,
+            std::int64_t out);
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
 void sum_to(const Tensor& in, Tensor& out);
 template <class T>
@@ -58,6 +65,12 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T al
     ref::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     cpu::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+template <class T>
+void linear(const T* x, const T* w, const T* bias, T* y, std::int64_t rows, std::int64_t in,
+            std::int64_t out) {
+  reference() ? ref::linear<T>(x, w, bias, y, rows, in, out)
+              : cpu::linear<T>(x, w, bias, y, rows, in, out);
 }
 inline void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   reference() ? ref::binary(op, a, b, out) : cpu::binary(op, a, b, out);

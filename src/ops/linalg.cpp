@@ -34,7 +34,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = gemm2d(a, false, b, false);
   if (needs_grad({&a, &b}))
     record("MatmulBackward", out, {&a, &b},
-           [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
+           // Inputs are saved as they are, not detached: backward runs under no_grad and only
+           // reads them, and neither can hold this node (it is not their grad_fn), so no cycle.
+           [a, b, ra = a.requires_grad(),
             rb = b.requires_grad()](const Tensor& g) {
              return std::vector<Tensor>{ra ? gemm2d(g, false, b, true) : Tensor(),
                                         rb ? gemm2d(a, true, g, false) : Tensor()};
@@ -66,20 +68,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = empty(out_shape, x.options());
   detail::visit_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    T* y = out.data_ptr<T>();
-    T beta = T(0);
-    if (bias.defined()) {
-      const T* pb = bias.data_ptr<T>();
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t j = 0; j < outf; ++j) y[r * outf + j] = pb[j];
-      beta = T(1);
-    }
-    kernels::dispatch::gemm<T>(false, true, rows, outf, in, T(1), x.data_ptr<T>(), in,
-                               weight.data_ptr<T>(), in, beta, y, outf);
+    kernels::dispatch::linear<T>(x.data_ptr<T>(), weight.data_ptr<T>(),
+                                 bias.defined() ? bias.data_ptr<T>() : nullptr,
+                                 out.data_ptr<T>(), rows, in, outf);
   });
   if (needs_grad({&x, &weight, &bias}))
     record("LinearBackward", out, {&x, &weight, &bias},
-           [x = x.detach(), w = weight.detach(), rx = x.requires_grad(),
+           // Saved without detach() (one TensorImpl less each), as in matmul above.
+           [x, w = weight, rx = x.requires_grad(),
             rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad(), rows, in,
             outf](const Tensor& g) {
              const bool flat = x.dim() == 2;

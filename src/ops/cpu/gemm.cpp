@@ -1,13 +1,14 @@
-// Fast GEMM: OpenBLAS through the CBLAS interface (row-major), single-threaded per call, large
-// products split over the calling thread's intra-op team (lockstep/core/parallel.h). (Direct loops for tiny products
-// such as the reference model's 32×5×10 were measured 1.3–3× slower than OpenBLAS, so every
-// size goes to OpenBLAS.)
+// Fast GEMM: tiny products (up to kMaxPaddedMacs, e.g. the reference model's 32×10×5 layers) in
+// small_gemm.h's register-tiled loop, which skips OpenBLAS's per-call packing and locking;
+// everything else through OpenBLAS's CBLAS interface (row-major), single-threaded per call, with
+// large products split over the calling thread's intra-op team (lockstep/core/parallel.h).
 #include <cblas.h>
 
 #include <algorithm>
 #include <mutex>
 
 #include "lockstep/core/parallel.h"
+#include "ops/cpu/small_gemm.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels::cpu {
@@ -65,6 +66,7 @@ void gemm<float>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t 
                  const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
                  float* c, std::int64_t ldc) {
   if (degenerate(m, n, k, beta, c, ldc)) return;
+  if (small::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   init_blas();
   split_gemm<float>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
                     [&](std::int64_t mm, std::int64_t nn, const float* aa, const float* bb,
@@ -81,6 +83,7 @@ void gemm<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
                   const double* a, std::int64_t lda, const double* b, std::int64_t ldb,
                   double beta, double* c, std::int64_t ldc) {
   if (degenerate(m, n, k, beta, c, ldc)) return;
+  if (small::gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   init_blas();
   split_gemm<double>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
                      [&](std::int64_t mm, std::int64_t nn, const double* aa, const double* bb,
@@ -91,5 +94,23 @@ void gemm<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
                                    bb, ld(ldb), beta, cc, ld(ldc));
                      });
 }
+
+// y = x wᵀ + bias: small products in one pass with the bias added as each result is stored;
+// larger ones preset y to the bias and accumulate into it (beta = 1), as addmm does.
+template <class T>
+void linear(const T* x, const T* w, const T* bias, T* y, std::int64_t rows, std::int64_t in,
+            std::int64_t out) {
+  if (rows > 0 && out > 0 && in > 0 &&
+      small::gemm<T>(false, true, rows, out, in, T(1), x, in, w, in, T(0), y, out, bias))
+    return;
+  if (bias)
+    for (std::int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
+  gemm<T>(false, true, rows, out, in, T(1), x, in, w, in, bias ? T(1) : T(0), y, out);
+}
+
+template void linear<float>(const float*, const float*, const float*, float*, std::int64_t,
+                            std::int64_t, std::int64_t);
+template void linear<double>(const double*, const double*, const double*, double*, std::int64_t,
+                             std::int64_t, std::int64_t);
 
 }  // namespace lockstep::kernels::cpu

@@ -9,8 +9,9 @@
 #   RUNS=3 MIN_TIME=0.15 REPS=3 BUILD_DIR=build-bench OUT_DIR=/tmp/r bench/compare_core.sh
 #
 # RUNS: how many times the whole measurement (every Lockstep and PyTorch process) is repeated;
-# step times differ between processes (address layout: the reference step is 5.6 or ~10 µs
-# depending on the run), so the table shows the median over runs with the [min–max] range.
+# step times differ between processes (the stack's random offset within its page: the reference
+# step is ~5 or ~8 µs depending on the process, see RESULTS.md), so the table shows the median
+# over runs with the [min–max] range.
 # MIN_TIME: seconds per Google Benchmark repetition (PyTorch gets REPS*MIN_TIME per
 # measurement, split in REPS rounds); REPS: repetitions within a run, the best is kept on both
 # sides. Machine load spoils the numbers: the script prints the load average before and after

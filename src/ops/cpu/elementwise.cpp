@@ -86,6 +86,17 @@ void sum_to_t(const Tensor& in, Tensor& out) {
     return;
   }
   if (is_trailing_row(out.shape(), in.shape())) {  // e.g. bias gradient: [B, N] -> [N]
+    // Each column summed over the rows in order, in double. Narrow rows (the reference model's
+    // 5 and 2 columns) go column by column with the sum in a register; wide ones row by row
+    // over a double row buffer, which reads `in` contiguously. Same order, same bits.
+    if (m <= 16) {
+      for (std::int64_t j = 0; j < m; ++j) {
+        double acc = 0.0;
+        for (std::int64_t r = j; r < n; r += m) acc += static_cast<double>(pi[r]);
+        po[j] = static_cast<T>(acc);
+      }
+      return;
+    }
     double stack[256];
     std::vector<double> heap;
     double* acc = stack;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -119,6 +120,40 @@ TEST(SmallGemm, ElementBitsDoNotDependOnShape) {
     for (std::int64_t i = 0; i < M; ++i) ASSERT_EQ(col[i], full[i * N + j]) << "column " << j;
   }
 }
+
+// The SSE2 and AVX copies of the small loop give the same bits (same operations, same order), so
+// results do not depend on which CPU a rank runs on.
+template <class T>
+void check_isa_bits() {
+  if (!k::cpu::small::cpu_has_avx()) GTEST_SKIP() << "this CPU has no AVX: only the SSE2 copy runs";
+  for (auto s : kShapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (bool with_bias : {false, true}) {
+          std::mt19937 rng(static_cast<unsigned>(s.m + s.n * 5 + s.k * 11 + ta + 2 * tb));
+          const std::int64_t lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n;
+          auto a = random_vector<T>(static_cast<std::size_t>(s.m * s.k), rng);
+          auto b = random_vector<T>(static_cast<std::size_t>(s.k * s.n), rng);
+          auto bias = random_vector<T>(static_cast<std::size_t>(s.n), rng);
+          auto c1 = random_vector<T>(static_cast<std::size_t>(s.m * s.n), rng), c2 = c1;
+          const T alpha = with_bias ? T(1) : T(0.75), beta = with_bias ? T(0) : T(-0.5);
+          const T* pb = with_bias ? bias.data() : nullptr;
+          bool small1 = k::cpu::small::gemm<T>(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda,
+                                               b.data(), ldb, beta, c1.data(), s.n, pb,
+                                               k::cpu::small::Isa::Sse2);
+          bool small2 = k::cpu::small::gemm<T>(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda,
+                                               b.data(), ldb, beta, c2.data(), s.n, pb,
+                                               k::cpu::small::Isa::Avx);
+          ASSERT_EQ(small1, small2);
+          for (std::size_t i = 0; i < c1.size(); ++i)
+            ASSERT_EQ(std::memcmp(&c1[i], &c2[i], sizeof(T)), 0)
+                << "C[" << i << "] " << s.m << "x" << s.n << "x" << s.k << " ta=" << ta
+                << " tb=" << tb << " bias=" << with_bias << ": " << c1[i] << " vs " << c2[i];
+        }
+}
+
+TEST(SmallGemm, Sse2AndAvxCopiesGiveTheSameBitsFloat) { check_isa_bits<float>(); }
+TEST(SmallGemm, Sse2AndAvxCopiesGiveTheSameBitsDouble) { check_isa_bits<double>(); }
 
 // y = x·wᵀ + bias through the fused kernel (small) and the BLAS path (large), with and without
 // bias, against the reference.

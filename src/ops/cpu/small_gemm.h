@@ -3,7 +3,10 @@
 // (~300–700 ns per call measured here, against ~100–400 ns for this loop; bench/RESULTS.md).
 //
 // Every element of C is one sum over p = 0..k-1 in that order, started from zero and rounded
-// after each multiply and each add (SSE2, no FMA), then C = alpha·sum + beta·C. So an element's
+// after each multiply and each add (no FMA), then C = alpha·sum + beta·C. The loop is compiled
+// twice, for SSE2 (the x86-64 baseline: a tile is two 16-byte registers) and for AVX (one 32-byte
+// register, chosen at run time when the CPU has it); both compute the same operations in the same
+// order, so their bits are equal (tested). So an element's
 // bits depend on its own row of op(A) and column of op(B) only — not on M, N, the tile it falls
 // in, or the orientation chosen below — which keeps deterministic DataParallel (fixed shards)
 // independent of the device count.
@@ -15,44 +18,41 @@
 
 namespace lockstep::kernels::cpu::small {
 
-template <class T>
-struct Vec;  // one 16-byte SSE2 register
-template <>
-struct Vec<float> {
-  typedef float type __attribute__((vector_size(16)));
-  static constexpr int lanes = 4;
-};
-template <>
-struct Vec<double> {
-  typedef double type __attribute__((vector_size(16)));
-  static constexpr int lanes = 2;
+/// One SIMD register of VB bytes (16: SSE2, 32: AVX) holding T.
+template <class T, int VB>
+struct Vec {
+  typedef T type __attribute__((vector_size(VB)));
+  static constexpr int lanes = VB / static_cast<int>(sizeof(T));
 };
 
-/// Columns per tile (two registers) and the packed-panel capacity (16 KB on the stack).
+enum class Isa { Auto, Sse2, Avx };
+
+/// Columns per tile (32 bytes: two SSE2 registers or one AVX register) and the packed-panel
+/// capacity (16 KB on the stack).
 template <class T>
-inline constexpr int kTile = 2 * Vec<T>::lanes;
+inline constexpr int kTile = 32 / static_cast<int>(sizeof(T));
 template <class T>
 inline constexpr std::int64_t kPanel = 16384 / sizeof(T);
 /// Largest padded product (rows × columns rounded up to kTile, × K) sent here; above it
 /// OpenBLAS is as fast or faster (measured break-even between 4k and 10k on this machine).
 inline constexpr std::int64_t kMaxPaddedMacs = std::int64_t(1) << 13;
 
-// out[r][0..W) = Σ_p a(r, p) · panel[p·ps + 0..W) for R rows, p in order.
-template <class T, int R>
-inline void tile(const T* a, std::int64_t ar, std::int64_t ac, const T* panel, std::int64_t ps,
-                 std::int64_t k, T* out) {
-  using V = typename Vec<T>::type;
-  constexpr int L = Vec<T>::lanes;
-  V acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V{};
+// out[r][0..W) = Σ_p a(r, p) · panel[p·ps + 0..W) for R rows, p in order; NV = W / lanes
+// registers per row.
+template <class T, int VB, int R>
+[[gnu::always_inline]] inline void tile(const T* a, std::int64_t ar, std::int64_t ac,
+                                        const T* panel, std::int64_t ps, std::int64_t k, T* out) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int L = Vec<T, VB>::lanes, NV = kTile<T> / L;
+  V acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   for (std::int64_t p = 0; p < k; ++p) {
-    V b0, b1;
-    std::memcpy(&b0, panel + p * ps, sizeof(V));
-    std::memcpy(&b1, panel + p * ps + L, sizeof(V));
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], panel + p * ps + v * L, sizeof(V));
     for (int r = 0; r < R; ++r) {
       const T av = a[r * ar + p * ac];
-      acc[r][0] += av * b0;
-      acc[r][1] += av * b1;
+      for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
     }
   }
   std::memcpy(out, acc, sizeof(acc));
@@ -61,10 +61,12 @@ inline void tile(const T* a, std::int64_t ar, std::int64_t ac, const T* panel, s
 // D[M,N] = A'[M,k] B'[k,N] with A'(i,p) = a[i·ar + p·ac] and B'(p,j) = b[p·bp + j·bj]; element
 // (i,j) of C lives at c[i·rs + j·cs] and becomes alpha·D + beta·C (C not read when beta == 0),
 // plus bias[i·vr + j·vc] when bias is given (then alpha == 1 and beta == 0: C = D + bias).
-template <class T>
-void kernel(std::int64_t M, std::int64_t N, std::int64_t k, T alpha, const T* a, std::int64_t ar,
-            std::int64_t ac, const T* b, std::int64_t bp, std::int64_t bj, T beta, T* c,
-            std::int64_t rs, std::int64_t cs, const T* bias, std::int64_t vr, std::int64_t vc) {
+template <class T, int VB>
+[[gnu::always_inline]] inline void kernel(std::int64_t M, std::int64_t N, std::int64_t k, T alpha,
+                                          const T* a, std::int64_t ar, std::int64_t ac, const T* b,
+                                          std::int64_t bp, std::int64_t bj, T beta, T* c,
+                                          std::int64_t rs, std::int64_t cs, const T* bias,
+                                          std::int64_t vr, std::int64_t vc) {
   constexpr int W = kTile<T>;
   alignas(64) T panel[kPanel<T>];
   alignas(64) T out[4 * W];
@@ -108,7 +110,7 @@ void kernel(std::int64_t M, std::int64_t N, std::int64_t k, T alpha, const T* a,
   std::int64_t i = 0;
   for (; i + 4 <= M; i += 4)
     for (std::int64_t t = 0; t < tiles; ++t) {
-      tile<T, 4>(a + i * ar, ar, ac, tile_at(t), ps, k, out);
+      tile<T, VB, 4>(a + i * ar, ar, ac, tile_at(t), ps, k, out);
       store(i, 4, t);
     }
   const int rest = static_cast<int>(M - i);
@@ -116,13 +118,36 @@ void kernel(std::int64_t M, std::int64_t N, std::int64_t k, T alpha, const T* a,
     for (std::int64_t t = 0; t < tiles; ++t) {
       const T* pt = tile_at(t);
       if (rest == 1)
-        tile<T, 1>(a + i * ar, ar, ac, pt, ps, k, out);
+        tile<T, VB, 1>(a + i * ar, ar, ac, pt, ps, k, out);
       else if (rest == 2)
-        tile<T, 2>(a + i * ar, ar, ac, pt, ps, k, out);
+        tile<T, VB, 2>(a + i * ar, ar, ac, pt, ps, k, out);
       else
-        tile<T, 3>(a + i * ar, ar, ac, pt, ps, k, out);
+        tile<T, VB, 3>(a + i * ar, ar, ac, pt, ps, k, out);
       store(i, rest, t);
     }
+}
+
+// The two compiled copies: the always_inline body above takes the instruction set of the
+// function it is inlined into.
+template <class T>
+void kernel_sse2(std::int64_t M, std::int64_t N, std::int64_t k, T alpha, const T* a,
+                 std::int64_t ar, std::int64_t ac, const T* b, std::int64_t bp, std::int64_t bj,
+                 T beta, T* c, std::int64_t rs, std::int64_t cs, const T* bias, std::int64_t vr,
+                 std::int64_t vc) {
+  kernel<T, 16>(M, N, k, alpha, a, ar, ac, b, bp, bj, beta, c, rs, cs, bias, vr, vc);
+}
+template <class T>
+[[gnu::target("avx")]] void kernel_avx(std::int64_t M, std::int64_t N, std::int64_t k, T alpha,
+                                       const T* a, std::int64_t ar, std::int64_t ac, const T* b,
+                                       std::int64_t bp, std::int64_t bj, T beta, T* c,
+                                       std::int64_t rs, std::int64_t cs, const T* bias,
+                                       std::int64_t vr, std::int64_t vc) {
+  kernel<T, 32>(M, N, k, alpha, a, ar, ac, b, bp, bj, beta, c, rs, cs, bias, vr, vc);
+}
+
+inline bool cpu_has_avx() {
+  static const bool has = __builtin_cpu_supports("avx");
+  return has;
 }
 
 inline std::int64_t round_up(std::int64_t v, std::int64_t w) { return (v + w - 1) / w * w; }
@@ -133,10 +158,11 @@ inline std::int64_t round_up(std::int64_t v, std::int64_t w) { return (v + w - 1
 /// the fewest padded lanes; the bits of each element do not depend on this choice.
 /// With `bias` (length n; then alpha must be 1 and beta 0): C = op(A)·op(B) + bias per column,
 /// rounded as BLAS with C preset to bias and beta = 1 would (one add after the sum).
+/// `isa` picks the compiled copy (Auto: AVX when the CPU has it); tests compare the two.
 template <class T>
 bool gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
           std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc,
-          const T* bias = nullptr) {
+          const T* bias = nullptr, Isa isa = Isa::Auto) {
   constexpr int W = kTile<T>;
   // op(A)(i,p) = a[i·sa_i + p·sa_p]; op(B)(p,j) = b[p·sb_p + j·sb_j]
   const std::int64_t sa_i = ta ? 1 : lda, sa_p = ta ? lda : 1;
@@ -153,10 +179,12 @@ bool gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T al
   const bool swap = swapped < normal;
   if ((swap ? round_up(m, W) * n : round_up(n, W) * m) > kMaxPaddedMacs / k) return false;
   if ((swap ? round_up(m, W) : round_up(n, W)) > kPanel<T> / k) return false;
+  const bool avx = isa == Isa::Avx || (isa == Isa::Auto && cpu_has_avx());
+  auto run = avx ? &kernel_avx<T> : &kernel_sse2<T>;
   if (swap)  // Cᵀ[n,m] = op(B)ᵀ op(A)ᵀ; a·b == b·a exactly, so the bits are the same
-    kernel<T>(n, m, k, alpha, b, sb_j, sb_p, a, sa_p, sa_i, beta, c, 1, ldc, bias, 1, 0);
+    run(n, m, k, alpha, b, sb_j, sb_p, a, sa_p, sa_i, beta, c, 1, ldc, bias, 1, 0);
   else
-    kernel<T>(m, n, k, alpha, a, sa_i, sa_p, b, sb_p, sb_j, beta, c, ldc, 1, bias, 0, 1);
+    run(m, n, k, alpha, a, sa_i, sa_p, b, sb_p, sb_j, beta, c, ldc, 1, bias, 0, 1);
   return true;
 }
 

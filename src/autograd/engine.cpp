@@ -138,7 +138,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   }
   if (!retain_graph)
     for (Node* n : seen)
-      if (!dynamic_cast<AccumulateGrad*>(n)) n->mark_released();
+      if (!n->is_accumulator()) n->mark_released();
 }
 
 }  // namespace lockstep::autograd

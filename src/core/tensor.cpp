@@ -28,7 +28,9 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
   return t;
 }
 
-std::int64_t Tensor::size(int d) const { return shape()[detail::wrap_dim("size", d, dim())]; }
+std::int64_t Tensor::size_wrapped(int d) const {
+  return shape()[detail::wrap_dim("size", d, dim())];
+}
 
 void Tensor::throw_undefined() { throw ValueError("operation on an undefined tensor"); }
 

@@ -37,6 +37,8 @@ class Node {
   /// Creation order; the engine runs later nodes first among those ready (as PyTorch).
   std::uint64_t sequence_nr() const { return seq_; }
   bool released() const { return released_; }
+  /// True for AccumulateGrad (a leaf's sink), which the engine keeps usable after a backward.
+  bool is_accumulator() const { return accumulator_; }
   void mark_released() {
     released_ = true;
     release();
@@ -55,13 +57,18 @@ class Node {
  private:
   std::uint64_t seq_;
   bool released_ = false;
+
+ protected:
+  bool accumulator_ = false;  // set by AccumulateGrad (no dynamic_cast in the engine's loop)
 };
 
 /// Sink for a leaf tensor requiring grad: adds the incoming gradient into the leaf's .grad, then
 /// runs the leaf's post-accumulate-grad hooks (the gradient is final at that point).
 class AccumulateGrad : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable) : variable_(std::move(variable)) {}
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable) : variable_(std::move(variable)) {
+    accumulator_ = true;
+  }
   std::vector<Tensor> apply(Tensor grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
 

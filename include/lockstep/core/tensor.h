@@ -84,7 +84,10 @@ class Tensor {
   const Shape& shape() const { return impl().shape; }
   std::vector<std::int64_t> sizes() const { return impl().shape.vec(); }
   /// Size of dimension `d` (negative counts from the end). Throws IndexError when out of range.
-  std::int64_t size(int d) const;
+  std::int64_t size(int d) const {
+    const Shape& s = shape();
+    return d >= 0 && d < s.size() ? s[d] : size_wrapped(d);
+  }
   int dim() const { return impl().shape.size(); }
   std::int64_t numel() const { return impl().shape.numel(); }
   DType dtype() const { return impl().dtype; }
@@ -176,6 +179,7 @@ class Tensor {
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
 
  private:
+  std::int64_t size_wrapped(int d) const;  // size() for negative or out-of-range d
   void check_dtype(DType want, const char* what) const;
   [[noreturn]] static void throw_undefined();
   std::shared_ptr<TensorImpl> impl_;

@@ -70,12 +70,43 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// A CUDA runtime call or kernel launch that failed, or a CUDA device that does not exist or is
+/// not usable in this build. The message names the device ("cuda:1"), the operation
+/// ("cudaMalloc(4096 bytes)", "kernel relu_forward") and CUDA's own error string; code() is the
+/// cudaError_t value (0 when the failure did not come from a CUDA call, e.g. "not built").
+/// Thrown by lockstep::cuda (include/lockstep/cuda/) and the CUDA kernels.
+class CudaError : public DeviceError {
+ public:
+  explicit CudaError(const std::string& message, int code = 0) : DeviceError(message), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+/// A cuBLAS / cuBLASLt call that failed; code() is the cublasStatus_t value.
+class CublasError : public CudaError {
+ public:
+  using CudaError::CudaError;
+};
+
 /// A collective or peer failure in distributed training: a rank that died or cannot be reached,
 /// an MPI/NCCL call that failed, ranks that disagree on a collective. The message names the
 /// operation, this rank and, where known, the failed rank.
 class DistError : public Error {
  public:
   using Error::Error;
+};
+
+/// An NCCL call that failed (a communicator that cannot be created, a collective that returned
+/// an error); the message names the device, the operation and NCCL's error string.
+class NcclError : public DistError {
+ public:
+  explicit NcclError(const std::string& message, int code = 0) : DistError(message), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
 };
 
 /// A collective that waited longer than the process group's timeout (a rank hung, was stopped or

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Builds Lockstep with CUDA (-DLOCKSTEP_CUDA=ON), runs the GPU tests (`ctest -L cuda`) and
+# writes every log into DIR; meant to finish well under 8 minutes on one H200 with 16 cores.
+# Works without network and without Debian development packages: when the build dependencies
+# are not installed, the .deb files from scripts/fetch-gpu-deps.sh are unpacked (dpkg -x) into a
+# private prefix (DIR/prefix) that CMake and the loader are pointed at.
+#
+#   scripts/gpu-check.sh --out DIR [--deps DEBS] [--build BUILD] [--jobs N]
+#
+#   --out DIR     logs: env.txt (nvidia-smi, nvcc, cmake), configure.log, build.log,
+#                 ctest.log (verbose, every test's output), ctest-junit.xml, summary.txt
+#   --deps DEBS   folder of .deb files (default: $LOCKSTEP_GPU_DEPS, else gpu-deps/ in the repo)
+#   --build DIR   build folder (default: build-gpu/ in the repo)
+#   --jobs N      parallel build jobs (default: nproc)
+#
+# Needs: the CUDA toolkit (/usr/local/cuda or CUDACXX), CMake >= 3.25, a C++20 compiler; dpkg-deb
+# (or dpkg) only when it has to unpack. Exits non-zero when a step fails or the tests fail;
+# summary.txt says which step and how long each took. GPU benchmarks are not part of it yet (no
+# CUDA benchmark exists; see docs/cuda.md).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="" DEPS="${LOCKSTEP_GPU_DEPS:-$ROOT/gpu-deps}" BUILD="$ROOT/build-gpu" JOBS="$(nproc)"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) OUT="$2"; shift 2 ;;
+    --deps) DEPS="$2"; shift 2 ;;
+    --build) BUILD="$2"; shift 2 ;;
+    --jobs) JOBS="$2"; shift 2 ;;
+    *) echo "usage: $0 --out DIR [--deps DEBS] [--build BUILD] [--jobs N]" >&2; exit 2 ;;
+  esac
+done
+[[ -n "$OUT" ]] || { echo "usage: $0 --out DIR [--deps DEBS] [--build BUILD] [--jobs N]" >&2; exit 2; }
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+
+# The whole run must end within 8 minutes; each step gets what is left (minus a margin).
+BUDGET_S=${LOCKSTEP_GPU_CHECK_BUDGET_S:-450}
+START=$SECONDS
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+note() { echo "gpu-check: $*" | tee -a "$SUMMARY" >&2; }
+left() { echo $((BUDGET_S - (SECONDS - START))); }
+step() {  # step NAME LOG CMD...: runs CMD within the time left, logs to LOG, records the outcome
+  local name="$1" logf="$2"; shift 2
+  local t0=$SECONDS rc=0 budget
+  budget=$(left)
+  if ((budget < 10)); then note "$name: not started, time budget (${BUDGET_S}s) spent"; return 1; fi
+  timeout --kill-after=10 "$budget" "$@" >"$logf" 2>&1 || rc=$?
+  if ((rc == 124 || rc == 137)); then
+    note "$name: TIMED OUT after $((SECONDS - t0))s (log: $(basename "$logf"))"
+  elif ((rc != 0)); then
+    note "$name: FAILED (exit $rc) after $((SECONDS - t0))s (log: $(basename "$logf")); its end:"
+    tail -n 30 "$logf" | tee -a "$SUMMARY" >&2
+  else
+    note "$name: ok in $((SECONDS - t0))s"
+  fi
+  return $rc
+}
+
+case "$(uname -m)" in
+  x86_64) TRIPLET=x86_64-linux-gnu ;;
+  aarch64) TRIPLET=aarch64-linux-gnu ;;
+  *) TRIPLET="$(uname -m)-linux-gnu" ;;
+esac
+
+# ---- the machine -------------------------------------------------------------------------------
+{
+  echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -a)"; echo "cores: $(nproc)"
+  echo "git: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo 'not a git checkout')"
+  echo "--- nvidia-smi"; nvidia-smi 2>&1 || echo "(nvidia-smi failed or is missing)"
+  echo "--- nvcc"; "${CUDACXX:-/usr/local/cuda/bin/nvcc}" --version 2>&1 || echo "(no nvcc)"
+  echo "--- cmake"; cmake --version 2>&1 | head -n 1
+  echo "--- c++"; c++ --version 2>&1 | head -n 1
+} > "$OUT/env.txt"
+
+# ---- dependencies: the system's, or the .debs unpacked into a private prefix ------------------
+CMAKE_DEP_ARGS=()
+have_system_deps() {
+  [[ -f /usr/include/$TRIPLET/openblas-pthread/cblas.h && -f /usr/include/gtest/gtest.h &&
+     -f /usr/include/nlohmann/json.hpp && -f /usr/include/CLI/CLI.hpp && -f /usr/include/zlib.h &&
+     -f /usr/include/benchmark/benchmark.h ]]
+}
+if have_system_deps; then
+  note "dependencies: the system's (Debian development packages are installed)"
+else
+  PREFIX="$OUT/prefix"
+  shopt -s nullglob
+  debs=("$DEPS"/*.deb)
+  shopt -u nullglob
+  if [[ ${#debs[@]} -eq 0 ]]; then
+    note "dependencies: the development packages are not installed and $DEPS has no .deb files;"
+    note "  on a Debian 12 machine run scripts/fetch-gpu-deps.sh DIR, copy DIR here, pass --deps DIR"
+    exit 1
+  fi
+  rm -rf "$PREFIX"
+  mkdir -p "$PREFIX"
+  for deb in "${debs[@]}"; do
+    if command -v dpkg >/dev/null 2>&1; then dpkg -x "$deb" "$PREFIX"; else dpkg-deb -x "$deb" "$PREFIX"; fi
+  done
+  note "dependencies: ${#debs[@]} .deb files from $DEPS unpacked into $PREFIX"
+  LIBDIR="$PREFIX/usr/lib/$TRIPLET"
+  CMAKE_DEP_ARGS+=(
+    "-DCMAKE_PREFIX_PATH=$PREFIX/usr"
+    "-DOPENBLAS_INCLUDE_DIR=$PREFIX/usr/include/$TRIPLET/openblas-pthread"
+    "-DOPENBLAS_LIBRARY=$LIBDIR/openblas-pthread/libopenblas.so"
+    "-DZLIB_INCLUDE_DIR=$PREFIX/usr/include" "-DZLIB_LIBRARY=$LIBDIR/libz.so"
+    "-DCMAKE_BUILD_RPATH=$LIBDIR/openblas-pthread;$LIBDIR"
+    "-DLOCKSTEP_MPI=OFF")
+  # Every CMake package config in the prefix (GTest, nlohmann_json, CLI11, benchmark), by folder:
+  # CMAKE_PREFIX_PATH alone misses the multiarch folders on a non-Debian host.
+  while IFS= read -r cfg; do
+    pkg="$(basename "$cfg")"; pkg="${pkg%Config.cmake}"; pkg="${pkg%-config.cmake}"
+    CMAKE_DEP_ARGS+=("-D${pkg}_DIR=$(dirname "$cfg")")
+  done < <(find "$PREFIX" \( -name '*Config.cmake' -o -name '*-config.cmake' \) -path '*/cmake/*')
+  # The loader finds OpenBLAS, gfortran and benchmark in the prefix (also for ctest's discovery).
+  export LD_LIBRARY_PATH="$LIBDIR/openblas-pthread:$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+# ---- configure, build, test --------------------------------------------------------------------
+generator=()
+[[ -f "$BUILD/CMakeCache.txt" ]] || { command -v ninja >/dev/null 2>&1 && generator=(-G Ninja); }
+rc=0
+step configure "$OUT/configure.log" \
+  cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON \
+    -DLOCKSTEP_BUILD_TESTS=ON -DLOCKSTEP_BUILD_BENCH=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF \
+    "${CMAKE_DEP_ARGS[@]}" || rc=$?
+if ((rc == 0)); then
+  step build "$OUT/build.log" cmake --build "$BUILD" --parallel "$JOBS" --target test_cuda lockstep || rc=$?
+fi
+if ((rc == 0)); then
+  step "ctest -L cuda" "$OUT/ctest.log" \
+    ctest --test-dir "$BUILD" -L cuda -V --timeout 300 --output-junit "$OUT/ctest-junit.xml" || rc=$?
+  grep -E "tests passed|tests failed|Skipped|Failed|Passed" "$OUT/ctest.log" | tail -n 60 >> "$SUMMARY" || true
+  if grep -q "no CUDA device:" "$OUT/ctest.log"; then
+    note "NOTE: tests skipped for lack of a device: $(grep -m1 -o 'no CUDA device:.*' "$OUT/ctest.log")"
+  fi
+  "$BUILD/lockstep" --version > "$OUT/lockstep-version.txt" 2>&1 || true
+fi
+note "total $((SECONDS - START))s, exit $rc"
+exit $rc

@@ -1,0 +1,266 @@
+// Caching device allocator and pinned staging (LOCKSTEP_CUDA=ON). See
+// include/lockstep/cuda/allocator.h for the size classes and the stream rule.
+#include "lockstep/cuda/allocator.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cuda/check.h"
+
+namespace lockstep::cuda {
+
+namespace {
+
+constexpr std::size_t kMinBlock = 512;
+constexpr std::size_t kSmallLimit = std::size_t{1} << 20;  // 1 MiB
+constexpr std::size_t kLargeRound = std::size_t{2} << 20;  // 2 MiB
+constexpr int kMaxDevices = 64;
+
+struct DeviceCache {
+  std::mutex mutex;
+  std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // size class -> blocks
+  std::unordered_map<void*, std::size_t> live;                      // handed out -> size
+  MemoryStats stats;
+
+  // Caller holds mutex.
+  void release_cached(int device) {
+    DeviceGuard guard(device);
+    for (auto& [size, blocks] : free_blocks) {
+      for (void* p : blocks) {
+        LOCKSTEP_CUDA_CHECK(cudaFree(p), device, "cudaFree(" + std::to_string(size) + " bytes)");
+        stats.cached_bytes -= static_cast<std::int64_t>(size);
+        stats.reserved_bytes -= static_cast<std::int64_t>(size);
+        ++stats.num_cuda_frees;
+      }
+    }
+    free_blocks.clear();
+  }
+};
+
+std::array<DeviceCache, kMaxDevices>& caches() {
+  static auto* c = new std::array<DeviceCache, kMaxDevices>();  // outlives static destructors
+  return *c;
+}
+
+// Which device owns a live pointer (for caching_allocator_delete).
+std::mutex owner_mutex;
+std::unordered_map<void*, int>& owners() {
+  static auto* m = new std::unordered_map<void*, int>();
+  return *m;
+}
+
+std::string stats_text(const MemoryStats& s) {
+  return "allocated " + std::to_string(s.allocated_bytes) + " B, cached " +
+         std::to_string(s.cached_bytes) + " B, reserved " + std::to_string(s.reserved_bytes) +
+         " B";
+}
+
+DeviceCache& cache_of(int device) {
+  check_device(device);
+  if (device >= kMaxDevices)
+    throw CudaError("caching allocator: " + detail::device_name(device) + " is beyond the " +
+                    std::to_string(kMaxDevices) + " devices Lockstep supports");
+  return caches()[static_cast<std::size_t>(device)];
+}
+
+}  // namespace
+
+std::size_t round_size(std::size_t bytes) noexcept {
+  if (bytes == 0) return 0;
+  if (bytes <= kMinBlock) return kMinBlock;
+  if (bytes <= kSmallLimit) return std::bit_ceil(bytes);
+  return (bytes + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+void* caching_allocator_alloc(std::size_t bytes, int device) {
+  if (bytes == 0) {
+    check_device(device);
+    return nullptr;
+  }
+  DeviceCache& c = cache_of(device);
+  const std::size_t size = round_size(bytes);
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.free_blocks.find(size);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      c.stats.cached_bytes -= static_cast<std::int64_t>(size);
+    } else {
+      DeviceGuard guard(device);
+      cudaError_t status = cudaMalloc(&p, size);
+      if (status == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        c.release_cached(device);  // give CUDA back what we hold, then try once more
+        status = cudaMalloc(&p, size);
+      }
+      if (status != cudaSuccess) {
+        detail::throw_cuda_error(status, device,
+                                 "cudaMalloc(" + std::to_string(size) + " bytes; allocator: " +
+                                     stats_text(c.stats) + ")",
+                                 __FILE__, __LINE__);
+      }
+      ++c.stats.num_cuda_mallocs;
+      c.stats.reserved_bytes += static_cast<std::int64_t>(size);
+    }
+    c.live.emplace(p, size);
+    c.stats.allocated_bytes += static_cast<std::int64_t>(size);
+    c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
+    ++c.stats.num_allocs;
+  }
+  std::lock_guard<std::mutex> lock(owner_mutex);
+  owners()[p] = device;
+  return p;
+}
+
+void caching_allocator_delete(void* ptr) {
+  if (!ptr) return;
+  int device = -1;
+  {
+    std::lock_guard<std::mutex> lock(owner_mutex);
+    auto it = owners().find(ptr);
+    if (it == owners().end())
+      throw CudaError("caching_allocator_delete: pointer " +
+                      std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+                      " was not allocated by the caching allocator (or was freed twice)");
+    device = it->second;
+    owners().erase(it);
+  }
+  DeviceCache& c = caches()[static_cast<std::size_t>(device)];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.live.find(ptr);
+  const std::size_t size = it->second;
+  c.live.erase(it);
+  c.free_blocks[size].push_back(ptr);
+  c.stats.allocated_bytes -= static_cast<std::int64_t>(size);
+  c.stats.cached_bytes += static_cast<std::int64_t>(size);
+}
+
+void empty_cache() {
+  const int n = std::min(device_count(), kMaxDevices);
+  for (int d = 0; d < n; ++d) {
+    DeviceCache& c = caches()[static_cast<std::size_t>(d)];
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (!c.free_blocks.empty()) c.release_cached(d);
+  }
+}
+
+MemoryStats memory_stats(int device) {
+  if (device < 0 || device >= std::min(device_count(), kMaxDevices)) return {};
+  DeviceCache& c = caches()[static_cast<std::size_t>(device)];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.stats;
+}
+
+void reset_peak_memory_stats(int device) {
+  DeviceCache& c = cache_of(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.peak_allocated_bytes = c.stats.allocated_bytes;
+}
+
+// ---- DeviceBuffer ------------------------------------------------------------------------------
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes, int device)
+    : ptr_(caching_allocator_alloc(bytes, device)), bytes_(bytes), device_(device) {}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) caching_allocator_delete(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
+      device_(std::exchange(o.device_, -1)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) caching_allocator_delete(ptr_);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    device_ = std::exchange(o.device_, -1);
+  }
+  return *this;
+}
+
+// ---- pinned staging ----------------------------------------------------------------------------
+
+PinnedStagingBuffer::PinnedStagingBuffer(std::size_t bytes) { reserve(bytes); }
+
+PinnedStagingBuffer::~PinnedStagingBuffer() {
+  if (event_) {
+    (void)cudaEventSynchronize(static_cast<cudaEvent_t>(event_));
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  }
+  if (ptr_) (void)cudaFreeHost(ptr_);
+}
+
+void PinnedStagingBuffer::wait() {
+  if (event_)
+    LOCKSTEP_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), event_device_,
+                        "cudaEventSynchronize (pinned staging upload)");
+}
+
+void PinnedStagingBuffer::reserve(std::size_t bytes) {
+  if (bytes <= capacity_) return;
+  wait();
+  if (ptr_) {
+    LOCKSTEP_CUDA_CHECK(cudaFreeHost(ptr_), -1, "cudaFreeHost");
+    ptr_ = nullptr;
+    capacity_ = 0;
+  }
+  LOCKSTEP_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable), -1,
+                      "cudaHostAlloc(" + std::to_string(bytes) + " bytes, pinned staging)");
+  capacity_ = bytes;
+}
+
+void PinnedStagingBuffer::upload(void* dst, const void* src, std::size_t bytes, int device) {
+  if (bytes == 0) return;
+  reserve(bytes);
+  wait();  // the previous upload has left the buffer
+  std::copy_n(static_cast<const unsigned char*>(src), bytes, static_cast<unsigned char*>(ptr_));
+  DeviceGuard guard(device);
+  Stream s = compute_stream(device);
+  if (event_ && event_device_ != device) {
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+    event_ = nullptr;
+  }
+  if (!event_) {
+    cudaEvent_t e = nullptr;
+    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), device,
+                        "cudaEventCreateWithFlags");
+    event_ = e;
+    event_device_ = device;
+  }
+  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst, ptr_, bytes, cudaMemcpyHostToDevice, s), device,
+                      "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, host to device)");
+  LOCKSTEP_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), s), device,
+                      "cudaEventRecord");
+}
+
+void copy_to_device(void* dst, const void* src, std::size_t bytes, int device) {
+  if (bytes == 0) return;
+  DeviceGuard guard(device);
+  Stream s = compute_stream(device);
+  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), device,
+                      "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, host to device)");
+  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(s), device, "cudaStreamSynchronize");
+}
+
+void copy_to_host(void* dst, const void* src, std::size_t bytes, int device) {
+  if (bytes == 0) return;
+  DeviceGuard guard(device);
+  Stream s = compute_stream(device);
+  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), device,
+                      "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, device to host)");
+  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(s), device, "cudaStreamSynchronize");
+}
+
+}  // namespace lockstep::cuda

@@ -1,0 +1,92 @@
+// Row-major GEMM on cuBLAS (see kernels.h), and on_device().
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <climits>
+#include <mutex>
+
+#include "cuda/check.h"
+#include "ops/cuda/kernels.h"
+
+namespace lockstep::kernels::cuda {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+// One handle per device, created on first use with that device current; never destroyed (a
+// handle destroyed during static destruction may outlive the CUDA context).
+cublasHandle_t handle_for(int device) {
+  static std::mutex mutex;
+  static std::array<cublasHandle_t, kMaxDevices> handles{};
+  if (device < 0 || device >= kMaxDevices)
+    throw CudaError("cuBLAS: " + ::lockstep::cuda::detail::device_name(device) +
+                    " is outside the devices Lockstep supports");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!handles[device]) {
+    cublasHandle_t h = nullptr;
+    LOCKSTEP_CUBLAS_CHECK(cublasCreate(&h), device, "cublasCreate");
+    // fp32 stays fp32: no TF32 tensor-core rounding unless asked for later (bf16 is issue 6.4).
+    LOCKSTEP_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), device, "cublasSetMathMode");
+    handles[device] = h;
+  }
+  return handles[device];
+}
+
+int to_int(std::int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX)
+    throw ValueError(std::string("cuda gemm: ") + what + " = " + std::to_string(v) +
+                     " is outside [0, INT32_MAX]");
+  return static_cast<int>(v);
+}
+
+cublasStatus_t call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, const float* alpha, const float* a, int lda, const float* b, int ldb,
+                    const float* beta, float* c, int ldc) {
+  return cublasSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+cublasStatus_t call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, const double* alpha, const double* a, int lda, const double* b,
+                    int ldb, const double* beta, double* c, int ldc) {
+  return cublasDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+Exec on_device(int device) { return Exec{device, ::lockstep::cuda::compute_stream(device)}; }
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+          std::int64_t ldc, Exec exec) {
+  if (m == 0 || n == 0) return;
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  cublasHandle_t h = handle_for(exec.device);
+  LOCKSTEP_CUBLAS_CHECK(cublasSetStream(h, exec.stream), exec.device, "cublasSetStream");
+  LOCKSTEP_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), exec.device,
+                        "cublasSetPointerMode");
+  // Row-major C[M,N] is column-major Cᵀ[N,M] with the same leading dimension, so
+  // Cᵀ = op(B)ᵀ · op(A)ᵀ: cuBLAS gets (B, A) swapped, N and M swapped, the same transposes.
+  // When k == 0 the leading dimensions of A and B are never used, but cuBLAS still checks that
+  // they are at least 1.
+  const int mi = to_int(m, "m"), ni = to_int(n, "n"), ki = to_int(k, "k");
+  const int ldai = std::max(1, to_int(lda, "lda")), ldbi = std::max(1, to_int(ldb, "ldb"));
+  const int ldci = to_int(ldc, "ldc");
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LOCKSTEP_CUBLAS_CHECK(
+      call(h, op_b, op_a, ni, mi, ki, &alpha, b, ldbi, a, ldai, &beta, c, ldci), exec.device,
+      std::string(sizeof(T) == 4 ? "cublasSgemm" : "cublasDgemm") + " (row-major m=" +
+          std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+          (trans_a ? " Aᵀ" : "") + (trans_b ? " Bᵀ" : "") + ")");
+}
+
+template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
+                          const float*, std::int64_t, const float*, std::int64_t, float, float*,
+                          std::int64_t, Exec);
+template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double,
+                           const double*, std::int64_t, const double*, std::int64_t, double,
+                           double*, std::int64_t, Exec);
+
+}  // namespace lockstep::kernels::cuda

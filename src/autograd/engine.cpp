@@ -83,7 +83,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
 
   // 1. dependency counts over the reachable graph (kept in the nodes' scratch fields)
   const std::uint64_t epoch = g_backward_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
-  std::vector<Node*> seen{start.fn.get()};
+  std::vector<Node*> seen;
+  seen.reserve(32);  // one allocation for graphs of up to 32 nodes instead of growing 1, 2, 4, …
+  seen.push_back(start.fn.get());
   start.fn->visit_epoch_ = epoch;
   start.fn->deps_ = 0;
   start.fn->grad_buffer_ = Tensor();
@@ -104,7 +106,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   // 2. run nodes as their counts reach zero, latest sequence number first; a node no gradient
   //    reached is skipped but still releases its successors
   auto cmp = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
-  std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
+  std::vector<Node*> heap_storage;
+  heap_storage.reserve(seen.size());
+  std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp, std::move(heap_storage));
   start.fn->grad_buffer_ = grad.detach();
   ready.push(start.fn.get());
   try {

@@ -33,7 +33,9 @@ class Node {
   virtual void release() {}
   virtual std::string name() const = 0;
 
-  std::vector<Edge>& next_edges() { return next_; }
+  /// Edges to the nodes of this node's inputs (storage from the per-thread block cache).
+  using EdgeList = std::vector<Edge, detail::PoolAllocator<Edge>>;
+  EdgeList& next_edges() { return next_; }
   /// Creation order; the engine runs later nodes first among those ready (as PyTorch).
   std::uint64_t sequence_nr() const { return seq_; }
   bool released() const { return released_; }
@@ -45,7 +47,7 @@ class Node {
   }
 
  protected:
-  std::vector<Edge> next_;
+  EdgeList next_;
 
  private:
   friend void run_backward(const Tensor&, const Tensor&, bool);

@@ -245,22 +245,25 @@ void PinnedStagingBuffer::upload(void* dst, const void* src, std::size_t bytes, 
                       "cudaEventRecord");
 }
 
-void copy_to_device(void* dst, const void* src, std::size_t bytes, int device) {
+namespace {
+// One synchronous copy on the device's compute stream (ordered after the work queued there).
+void copy_sync(void* dst, const void* src, std::size_t bytes, int device, cudaMemcpyKind kind,
+               const char* direction) {
   if (bytes == 0) return;
   DeviceGuard guard(device);
   Stream s = compute_stream(device);
-  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), device,
-                      "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, host to device)");
+  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s), device,
+                      "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, " + direction + ")");
   LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(s), device, "cudaStreamSynchronize");
+}
+}  // namespace
+
+void copy_to_device(void* dst, const void* src, std::size_t bytes, int device) {
+  copy_sync(dst, src, bytes, device, cudaMemcpyHostToDevice, "host to device");
 }
 
 void copy_to_host(void* dst, const void* src, std::size_t bytes, int device) {
-  if (bytes == 0) return;
-  DeviceGuard guard(device);
-  Stream s = compute_stream(device);
-  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), device,
-                      "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, device to host)");
-  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(s), device, "cudaStreamSynchronize");
+  copy_sync(dst, src, bytes, device, cudaMemcpyDeviceToHost, "device to host");
 }
 
 }  // namespace lockstep::cuda

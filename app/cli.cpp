@@ -390,10 +390,17 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
 
 std::string version_text() {
   const bool mpi = dist::mpi_available();
+#ifdef LOCKSTEP_HAS_CUDA
+  const bool cuda = true;  // -DLOCKSTEP_CUDA=ON: runtime, allocator and kernels (docs/cuda.md)
+#else
+  const bool cuda = false;
+#endif
   return std::string("lockstep ") + LOCKSTEP_VERSION +
          "\nbackends built: threads (cpu:k devices, in-process process group)" +
          (mpi ? ", mpi (one rank per process under mpirun)" : "") +
-         "\nbackends not built: " + (mpi ? "" : "MPI, ") + "NCCL/CUDA";
+         (cuda ? ", cuda (runtime, allocator and kernels only)" : "") +
+         "\nbackends not built: " + (mpi ? "" : "MPI, ") +
+         (cuda ? "NCCL, cuda:k tensors" : "NCCL/CUDA");
 }
 
 std::unique_ptr<CLI::App> make_cli(CliOptions& options) {

@@ -302,12 +302,18 @@ TEST(CliInfo, VersionNamesTheVersionAndBackends) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find(std::string("lockstep ") + LOCKSTEP_VERSION), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("backends built: threads"), std::string::npos) << r.out;
-  // MPI is listed as built exactly when this build has it; CUDA/NCCL are not built yet.
+  // MPI is listed as built exactly when this build has it; with -DLOCKSTEP_CUDA=ON the CUDA
+  // runtime and kernels are, but NCCL and cuda:k tensors are not built yet.
   EXPECT_EQ(r.out.find(", mpi (one rank per process under mpirun)") != std::string::npos,
             dist::mpi_available())
       << r.out;
   EXPECT_NE(r.out.find("not built: "), std::string::npos) << r.out;
+#ifdef LOCKSTEP_HAS_CUDA
+  EXPECT_NE(r.out.find(", cuda (runtime, allocator and kernels only)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NCCL, cuda:k tensors"), std::string::npos) << r.out;
+#else
   EXPECT_NE(r.out.find("NCCL/CUDA"), std::string::npos) << r.out;
+#endif
 }
 
 TEST(CliInfo, HelpDocumentsEveryFlagWithItsDefault) {

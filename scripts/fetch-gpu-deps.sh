@@ -8,9 +8,11 @@
 #   scripts/fetch-gpu-deps.sh DIR
 #
 # DIR gets the .deb files and MANIFEST (package, version, file), and is created if missing.
-# The list: the build dependencies of the CUDA configuration from scripts/install-deps.sh
-# (OpenBLAS pthread, GoogleTest, nlohmann-json, CLI11, zlib, Google Benchmark) and the runtime
-# libraries the test and benchmark binaries load (OpenBLAS, gfortran, benchmark, zlib).
+# The list: what gpu-check.sh builds (test_cuda and the lockstep CLI, -DLOCKSTEP_BUILD_BENCH=OFF,
+# -DLOCKSTEP_MPI=OFF) needs beyond the CUDA toolkit, glibc and libstdc++: OpenBLAS (pthread
+# build) with its gfortran/quadmath runtime, GoogleTest, nlohmann-json, CLI11 and zlib. Not in
+# it: Google Benchmark and MPI (not built there), the libopenblas0/libopenblas-dev metapackages
+# (no files), -doc packages. About 14 MiB; it travels with the source (64 MiB in all).
 set -euo pipefail
 
 if [[ $# -ne 1 || "$1" == -* ]]; then
@@ -20,13 +22,12 @@ fi
 DIR="$1"
 
 PACKAGES=(
-  libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0  # GEMM (pthread build)
+  libopenblas-pthread-dev libopenblas0-pthread                              # GEMM (pthread build)
   libgfortran5 libquadmath0                                                 # OpenBLAS's runtime
   libgtest-dev                                                              # tests (libgtest.a + CMake config)
   nlohmann-json3-dev                                                        # safetensors / golden data
   libcli11-dev                                                              # the lockstep CLI
   zlib1g-dev zlib1g                                                         # gzipped IDX files
-  libbenchmark-dev libbenchmark1debian                                      # bench/
 )
 
 log() { echo "fetch-gpu-deps: $*" >&2; }
@@ -45,8 +46,16 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   exit 1
 fi
 log "downloading ${#PACKAGES[@]} packages ($arch) into $DIR"
-apt-get download -q "${PACKAGES[@]}" >&2
+if ! apt-get download -q "${PACKAGES[@]}" >&2; then
+  log "FAILED: apt-get download exited non-zero (network? mirror?); $DIR is incomplete"
+  exit 1
+fi
 : > MANIFEST
+shopt -s nullglob
+for pkg in "${PACKAGES[@]}"; do
+  debs=("./${pkg}_"*"_$arch.deb" "./${pkg}_"*_all.deb)
+  [[ ${#debs[@]} -gt 0 ]] || { log "FAILED: no .deb for $pkg in $DIR after apt-get download"; exit 1; }
+done
 for deb in ./*.deb; do
   printf '%s %s %s\n' "$(dpkg-deb -f "$deb" Package)" "$(dpkg-deb -f "$deb" Version)" \
     "${deb#./}" >> MANIFEST

@@ -5,13 +5,15 @@
 # are not installed, the .deb files from scripts/fetch-gpu-deps.sh are unpacked (dpkg -x) into a
 # private prefix (DIR/prefix) that CMake and the loader are pointed at.
 #
-#   scripts/gpu-check.sh --out DIR [--deps DEBS] [--build BUILD] [--jobs N]
+#   scripts/gpu-check.sh --out DIR [--deps DEBS] [--build BUILD] [--jobs N] [--force-prefix]
 #
 #   --out DIR     logs: env.txt (nvidia-smi, nvcc, cmake), configure.log, build.log,
 #                 ctest.log (verbose, every test's output), ctest-junit.xml, summary.txt
 #   --deps DEBS   folder of .deb files (default: $LOCKSTEP_GPU_DEPS, else gpu-deps/ in the repo)
 #   --build DIR   build folder (default: build-gpu/ in the repo)
 #   --jobs N      parallel build jobs (default: nproc)
+#   --force-prefix  use the private prefix even where the system has the development packages
+#                 (to test that path on a Debian machine; also LOCKSTEP_GPU_FORCE_PREFIX=1)
 #
 # Needs: the CUDA toolkit (/usr/local/cuda or CUDACXX), CMake >= 3.25, a C++20 compiler; dpkg-deb
 # (or dpkg) only when it has to unpack. Exits non-zero when a step fails or the tests fail;
@@ -21,16 +23,19 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="" DEPS="${LOCKSTEP_GPU_DEPS:-$ROOT/gpu-deps}" BUILD="$ROOT/build-gpu" JOBS="$(nproc)"
+FORCE_PREFIX="${LOCKSTEP_GPU_FORCE_PREFIX:-0}"
+USAGE="usage: $0 --out DIR [--deps DEBS] [--build BUILD] [--jobs N] [--force-prefix]"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
     --deps) DEPS="$2"; shift 2 ;;
     --build) BUILD="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
-    *) echo "usage: $0 --out DIR [--deps DEBS] [--build BUILD] [--jobs N]" >&2; exit 2 ;;
+    --force-prefix) FORCE_PREFIX=1; shift ;;
+    *) echo "$USAGE" >&2; exit 2 ;;
   esac
 done
-[[ -n "$OUT" ]] || { echo "usage: $0 --out DIR [--deps DEBS] [--build BUILD] [--jobs N]" >&2; exit 2; }
+[[ -n "$OUT" ]] || { echo "$USAGE" >&2; exit 2; }
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
@@ -81,7 +86,8 @@ have_system_deps() {
      -f /usr/include/nlohmann/json.hpp && -f /usr/include/CLI/CLI.hpp && -f /usr/include/zlib.h &&
      -f /usr/include/benchmark/benchmark.h ]]
 }
-if have_system_deps; then
+PREFIX=""
+if [[ "$FORCE_PREFIX" != 1 ]] && have_system_deps; then
   note "dependencies: the system's (Debian development packages are installed)"
 else
   PREFIX="$OUT/prefix"
@@ -98,23 +104,44 @@ else
   for deb in "${debs[@]}"; do
     if command -v dpkg >/dev/null 2>&1; then dpkg -x "$deb" "$PREFIX"; else dpkg-deb -x "$deb" "$PREFIX"; fi
   done
-  note "dependencies: ${#debs[@]} .deb files from $DEPS unpacked into $PREFIX"
+  # Absolute symlinks in the packages (zlib1g-dev: libz.so -> /lib/<triplet>/libz.so.1.2.13) would
+  # point at the host's files, which may be missing or another version: point them into the prefix.
+  while IFS= read -r link; do
+    target="$(readlink "$link")"
+    if [[ "$target" == /* ]]; then ln -sfn "$PREFIX$target" "$link"; fi
+  done < <(find "$PREFIX" -type l)
   LIBDIR="$PREFIX/usr/lib/$TRIPLET"
+  OPENBLAS_DIR="$LIBDIR/openblas-pthread"
+  # dpkg -x runs no postinst, so the update-alternatives links that Debian puts beside the other
+  # libraries (libopenblas.so.0, libblas.so.3, liblapack.so.3) are missing: make them by hand.
+  for so in libopenblas.so.0 libblas.so.3 liblapack.so.3; do
+    if [[ -e "$OPENBLAS_DIR/$so" && ! -e "$LIBDIR/$so" ]]; then ln -s "openblas-pthread/$so" "$LIBDIR/$so"; fi
+  done
+  for f in "$OPENBLAS_DIR/libopenblas.so" "$OPENBLAS_DIR/libopenblas.so.0" "$LIBDIR/libz.so" \
+           "$PREFIX/usr/include/$TRIPLET/openblas-pthread/cblas.h" "$PREFIX/usr/include/gtest/gtest.h" \
+           "$PREFIX/usr/include/nlohmann/json.hpp" "$PREFIX/usr/include/CLI/CLI.hpp" \
+           "$PREFIX/usr/include/zlib.h"; do
+    [[ -e "$f" ]] || { note "dependencies: $f missing after unpacking $DEPS (re-run fetch-gpu-deps.sh)"; exit 1; }
+  done
+  note "dependencies: ${#debs[@]} .deb files from $DEPS unpacked into $PREFIX"
+  LIBDIRS="$OPENBLAS_DIR:$LIBDIR:$PREFIX/lib/$TRIPLET"
   CMAKE_DEP_ARGS+=(
-    "-DCMAKE_PREFIX_PATH=$PREFIX/usr"
+    "-DCMAKE_PREFIX_PATH=$PREFIX/usr;$PREFIX"
     "-DOPENBLAS_INCLUDE_DIR=$PREFIX/usr/include/$TRIPLET/openblas-pthread"
-    "-DOPENBLAS_LIBRARY=$LIBDIR/openblas-pthread/libopenblas.so"
+    "-DOPENBLAS_LIBRARY=$OPENBLAS_DIR/libopenblas.so"
     "-DZLIB_INCLUDE_DIR=$PREFIX/usr/include" "-DZLIB_LIBRARY=$LIBDIR/libz.so"
-    "-DCMAKE_BUILD_RPATH=$LIBDIR/openblas-pthread;$LIBDIR"
+    "-DZLIB_LIBRARY_RELEASE=$LIBDIR/libz.so"
+    "-DCMAKE_BUILD_RPATH=${LIBDIRS//:/;}"
     "-DLOCKSTEP_MPI=OFF")
-  # Every CMake package config in the prefix (GTest, nlohmann_json, CLI11, benchmark), by folder:
+  # Every CMake package config in the prefix (GTest, nlohmann_json, CLI11, OpenBLAS), by folder:
   # CMAKE_PREFIX_PATH alone misses the multiarch folders on a non-Debian host.
   while IFS= read -r cfg; do
     pkg="$(basename "$cfg")"; pkg="${pkg%Config.cmake}"; pkg="${pkg%-config.cmake}"
     CMAKE_DEP_ARGS+=("-D${pkg}_DIR=$(dirname "$cfg")")
   done < <(find "$PREFIX" \( -name '*Config.cmake' -o -name '*-config.cmake' \) -path '*/cmake/*')
-  # The loader finds OpenBLAS, gfortran and benchmark in the prefix (also for ctest's discovery).
-  export LD_LIBRARY_PATH="$LIBDIR/openblas-pthread:$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The loader finds OpenBLAS, gfortran, quadmath and zlib in the prefix (also for ctest's discovery).
+  export LD_LIBRARY_PATH="$LIBDIRS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH" > "$OUT/ld-library-path.sh"
 fi
 
 # ---- configure, build, test --------------------------------------------------------------------
@@ -125,6 +152,18 @@ step configure "$OUT/configure.log" \
   cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON \
     -DLOCKSTEP_BUILD_TESTS=ON -DLOCKSTEP_BUILD_BENCH=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF \
     "${CMAKE_DEP_ARGS[@]}" || rc=$?
+# With the prefix, every dependency must resolve inside it (the GPU machine has no /usr copies).
+if ((rc == 0)) && [[ -n "$PREFIX" ]]; then
+  grep -E '^(GTest_DIR|nlohmann_json_DIR|CLI11_DIR|OPENBLAS_LIBRARY|OPENBLAS_INCLUDE_DIR|ZLIB_LIBRARY[A-Z_]*|ZLIB_INCLUDE_DIR)[:=]' \
+    "$BUILD/CMakeCache.txt" > "$OUT/deps-resolved.txt" || true
+  if grep -v -e "=$PREFIX/" -e '=$' -e 'NOTFOUND' "$OUT/deps-resolved.txt" | grep -q .; then
+    note "dependencies resolved outside $PREFIX (see deps-resolved.txt):"
+    grep -v -e "=$PREFIX/" "$OUT/deps-resolved.txt" | tee -a "$SUMMARY" >&2
+    rc=1
+  else
+    note "dependencies: all resolved under the prefix (deps-resolved.txt)"
+  fi
+fi
 if ((rc == 0)); then
   step build "$OUT/build.log" cmake --build "$BUILD" --parallel "$JOBS" --target test_cuda lockstep || rc=$?
 fi

@@ -2,7 +2,8 @@
 # Builds Lockstep with CUDA (-DLOCKSTEP_CUDA=ON), runs the GPU tests (`ctest -L cuda`) and
 # writes every log into DIR; meant to finish well under 8 minutes on one H200 with 16 cores.
 # Works without network and without Debian development packages: when the build dependencies
-# are not installed, the .deb files from scripts/fetch-gpu-deps.sh are unpacked (dpkg -x) into a
+# are not installed, the .deb files from scripts/fetch-gpu-deps.sh are unpacked (dpkg-deb -x, or
+# Python where there is no dpkg) into a
 # private prefix (DIR/prefix) that CMake and the loader are pointed at.
 #
 #   scripts/gpu-check.sh --out DIR [--deps DEBS] [--build BUILD] [--jobs N] [--force-prefix]
@@ -15,8 +16,8 @@
 #   --force-prefix  use the private prefix even where the system has the development packages
 #                 (to test that path on a Debian machine; also LOCKSTEP_GPU_FORCE_PREFIX=1)
 #
-# Needs: the CUDA toolkit (/usr/local/cuda or CUDACXX), CMake >= 3.25, a C++20 compiler; dpkg-deb
-# (or dpkg) only when it has to unpack. Exits non-zero when a step fails or the tests fail;
+# Needs: the CUDA toolkit (/usr/local/cuda or CUDACXX), CMake >= 3.25, a C++20 compiler; dpkg-deb,
+# dpkg or python3 only when it has to unpack. Exits non-zero when a step fails or the tests fail;
 # summary.txt says which step and how long each took. GPU benchmarks are not part of it yet (no
 # CUDA benchmark exists; see docs/cuda.md).
 set -euo pipefail
@@ -83,10 +84,29 @@ esac
 CMAKE_DEP_ARGS=()
 have_system_deps() {
   [[ -f /usr/include/$TRIPLET/openblas-pthread/cblas.h && -f /usr/include/gtest/gtest.h &&
-     -f /usr/include/nlohmann/json.hpp && -f /usr/include/CLI/CLI.hpp && -f /usr/include/zlib.h &&
-     -f /usr/include/benchmark/benchmark.h ]]
+     -f /usr/include/nlohmann/json.hpp && -f /usr/include/CLI/CLI.hpp && -f /usr/include/zlib.h ]]
 }
 PREFIX=""
+# Without dpkg (a non-Debian image): a .deb is an ar archive holding data.tar.{xz,zst,gz}.
+unpack_deb_python() {
+  python3 - "$1" "$2" <<'PY'
+import io, sys, tarfile
+deb, dest = sys.argv[1], sys.argv[2]
+with open(deb, "rb") as f:
+    if f.read(8) != b"!<arch>\n": sys.exit(f"{deb}: not a .deb (ar) archive")
+    while True:
+        hdr = f.read(60)
+        if len(hdr) < 60: sys.exit(f"{deb}: no data.tar member")
+        name, size = hdr[:16].decode().strip().rstrip("/"), int(hdr[48:58])
+        body = f.read(size); f.read(size % 2)
+        if name.startswith("data.tar"):
+            if name.endswith(".zst"): sys.exit(f"{deb}: data.tar.zst needs dpkg-deb or zstd")
+            with tarfile.open(fileobj=io.BytesIO(body)) as t:
+                kw = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+                t.extractall(dest, **kw)
+            break
+PY
+}
 if [[ "$FORCE_PREFIX" != 1 ]] && have_system_deps; then
   note "dependencies: the system's (Debian development packages are installed)"
 else
@@ -102,7 +122,9 @@ else
   rm -rf "$PREFIX"
   mkdir -p "$PREFIX"
   for deb in "${debs[@]}"; do
-    if command -v dpkg >/dev/null 2>&1; then dpkg -x "$deb" "$PREFIX"; else dpkg-deb -x "$deb" "$PREFIX"; fi
+    if command -v dpkg-deb >/dev/null 2>&1; then dpkg-deb -x "$deb" "$PREFIX"
+    elif command -v dpkg >/dev/null 2>&1; then dpkg -x "$deb" "$PREFIX"
+    else unpack_deb_python "$deb" "$PREFIX"; fi
   done
   # Absolute symlinks in the packages (zlib1g-dev: libz.so -> /lib/<triplet>/libz.so.1.2.13) would
   # point at the host's files, which may be missing or another version: point them into the prefix.

@@ -76,8 +76,8 @@ esac
   echo "git: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo 'not a git checkout')"
   echo "--- nvidia-smi"; nvidia-smi 2>&1 || echo "(nvidia-smi failed or is missing)"
   echo "--- nvcc"; "${CUDACXX:-/usr/local/cuda/bin/nvcc}" --version 2>&1 || echo "(no nvcc)"
-  echo "--- cmake"; cmake --version 2>&1 | head -n 1
-  echo "--- c++"; c++ --version 2>&1 | head -n 1
+  echo "--- cmake"; cmake --version 2>&1 | head -n 1 || echo "(no cmake)"
+  echo "--- c++"; c++ --version 2>&1 | head -n 1 || echo "(no c++)"
 } > "$OUT/env.txt"
 
 # ---- dependencies: the system's, or the .debs unpacked into a private prefix ------------------

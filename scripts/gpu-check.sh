@@ -154,6 +154,9 @@ else
     "-DZLIB_INCLUDE_DIR=$PREFIX/usr/include" "-DZLIB_LIBRARY=$LIBDIR/libz.so"
     "-DZLIB_LIBRARY_RELEASE=$LIBDIR/libz.so"
     "-DCMAKE_BUILD_RPATH=${LIBDIRS//:/;}"
+    # DT_RPATH, not RUNPATH: it also serves libopenblas.so.0's own NEEDED (libgfortran.so.5), so
+    # the binaries run without LD_LIBRARY_PATH too.
+    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags"
     "-DLOCKSTEP_MPI=OFF")
   # Every CMake package config in the prefix (GTest, nlohmann_json, CLI11, OpenBLAS), by folder:
   # CMAKE_PREFIX_PATH alone misses the multiarch folders on a non-Debian host.

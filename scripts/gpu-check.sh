@@ -3,8 +3,8 @@
 # writes every log into DIR; meant to finish well under 8 minutes on one H200 with 16 cores.
 # Works without network and without Debian development packages: when the build dependencies
 # are not installed, the .deb files from scripts/fetch-gpu-deps.sh are unpacked (dpkg-deb -x, or
-# Python where there is no dpkg) into a
-# private prefix (DIR/prefix) that CMake and the loader are pointed at.
+# Python where there is no dpkg) into a private prefix (DIR/prefix) that CMake and the loader are
+# pointed at.
 #
 #   scripts/gpu-check.sh --out DIR [--deps DEBS] [--build BUILD] [--jobs N] [--force-prefix]
 #
@@ -16,8 +16,9 @@
 #   --force-prefix  use the private prefix even where the system has the development packages
 #                 (to test that path on a Debian machine; also LOCKSTEP_GPU_FORCE_PREFIX=1)
 #
-# Needs: the CUDA toolkit (/usr/local/cuda or CUDACXX), CMake >= 3.25, a C++20 compiler; dpkg-deb,
-# dpkg or python3 only when it has to unpack. Exits non-zero when a step fails or the tests fail;
+# Needs: the CUDA toolkit (/usr/local/cuda or CUDACXX), NCCL (beside the toolkit, in the system,
+# PyTorch's nvidia-nccl pip package, or NCCL_LIBRARY + NCCL_INCLUDE_DIR in the environment),
+# CMake >= 3.25, a C++20 compiler; dpkg-deb, dpkg or python3 only when it has to unpack. Exits non-zero when a step fails or the tests fail;
 # summary.txt says which step and how long each took. GPU benchmarks are not part of it yet (no
 # CUDA benchmark exists; see docs/cuda.md).
 set -euo pipefail
@@ -167,6 +168,32 @@ else
   # The loader finds OpenBLAS, gfortran, quadmath and zlib in the prefix (also for ctest's discovery).
   export LD_LIBRARY_PATH="$LIBDIRS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH" > "$OUT/ld-library-path.sh"
+fi
+
+# ---- NCCL: CMake needs it (LOCKSTEP_CUDA=ON); the CUDA toolkit alone does not ship it ----------
+# Where neither the toolkit nor the system has libnccl.so, use PyTorch's (pip package nvidia-nccl-*:
+# nvidia/nccl/lib/libnccl.so.2 and include/nccl.h).
+CUDA_ROOT="$(dirname "$(dirname "${CUDACXX:-/usr/local/cuda/bin/nvcc}")")"
+have_nccl() {
+  local d
+  for d in "$CUDA_ROOT/lib64" "$CUDA_ROOT/lib" "$CUDA_ROOT"/targets/*/lib "/usr/lib/$TRIPLET" /usr/lib64 \
+           /usr/local/lib; do
+    [[ -e "$d/libnccl.so" ]] && return 0
+  done
+  return 1
+}
+if [[ -z "${NCCL_LIBRARY:-}" ]] && ! have_nccl; then
+  nccl_dir="$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)"
+  nccl_lib="$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -n 1 || true)"
+  if [[ -n "$nccl_dir" && -n "$nccl_lib" && -f "$nccl_dir/include/nccl.h" ]]; then
+    note "NCCL: not beside the toolkit; using PyTorch's $nccl_lib"
+    CMAKE_DEP_ARGS+=("-DNCCL_LIBRARY=$nccl_lib" "-DNCCL_INCLUDE_DIR=$nccl_dir/include")
+    export LD_LIBRARY_PATH="$(dirname "$nccl_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  else
+    note "NCCL: no libnccl.so beside the toolkit or in the system, nor PyTorch's nvidia.nccl; configure will fail"
+  fi
+elif [[ -n "${NCCL_LIBRARY:-}" ]]; then
+  CMAKE_DEP_ARGS+=("-DNCCL_LIBRARY=$NCCL_LIBRARY" "-DNCCL_INCLUDE_DIR=${NCCL_INCLUDE_DIR:-}")
 fi
 
 # ---- configure, build, test --------------------------------------------------------------------

@@ -18,9 +18,10 @@
 #
 # Needs: the CUDA toolkit (/usr/local/cuda or CUDACXX), NCCL (beside the toolkit, in the system,
 # PyTorch's nvidia-nccl pip package, or NCCL_LIBRARY + NCCL_INCLUDE_DIR in the environment),
-# CMake >= 3.25, a C++20 compiler; dpkg-deb, dpkg or python3 only when it has to unpack. Exits non-zero when a step fails or the tests fail;
-# summary.txt says which step and how long each took. GPU benchmarks are not part of it yet (no
-# CUDA benchmark exists; see docs/cuda.md).
+# CMake >= 3.25, a C++20 compiler; dpkg-deb, dpkg or python3 only when it has to unpack. Exits
+# non-zero when a step fails, the tests fail, or they skip although nvidia-smi lists a GPU (e.g. a
+# driver older than the CUDA runtime needs); summary.txt says which step and how long each took.
+# GPU benchmarks are not part of it yet (no CUDA benchmark exists; see docs/cuda.md).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -225,6 +226,11 @@ if ((rc == 0)); then
   grep -E "tests passed|tests failed|Skipped|Failed|Passed" "$OUT/ctest.log" | tail -n 60 >> "$SUMMARY" || true
   if grep -q "no CUDA device:" "$OUT/ctest.log"; then
     note "NOTE: tests skipped for lack of a device: $(grep -m1 -o 'no CUDA device:.*' "$OUT/ctest.log")"
+    # A GPU that nvidia-smi sees but the tests skip (driver too old for the runtime, ...) is a failure.
+    if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+      note "FAILED: nvidia-smi lists a GPU but the CUDA tests skipped (see env.txt, ctest.log)"
+      rc=1
+    fi
   fi
   "$BUILD/lockstep" --version > "$OUT/lockstep-version.txt" 2>&1 || true
 fi

@@ -3,13 +3,13 @@
 // (~300–700 ns per call measured here, against ~100–400 ns for this loop; bench/RESULTS.md).
 //
 // Every element of C is one sum over p = 0..k-1 in that order, started from zero and rounded
-// after each multiply and each add (no FMA), then C = alpha·sum + beta·C. The loop is compiled
-// twice, for SSE2 (the x86-64 baseline: a tile is two 16-byte registers) and for AVX (one 32-byte
-// register, chosen at run time when the CPU has it); both compute the same operations in the same
-// order, so their bits are equal (tested). So an element's
-// bits depend on its own row of op(A) and column of op(B) only — not on M, N, the tile it falls
-// in, or the orientation chosen below — which keeps deterministic DataParallel (fixed shards)
-// independent of the device count.
+// after each multiply and each add (no FMA), then C = alpha·sum + beta·C. So an element's bits
+// depend on its own row of op(A) and column of op(B) only — not on M, N, the tile it falls in,
+// or the orientation chosen below — which keeps deterministic DataParallel (fixed shards)
+// independent of the device count. The loop is compiled twice, for SSE2 (the x86-64 baseline: a
+// tile is two 16-byte registers) and for AVX (one 32-byte register, chosen at run time when the
+// CPU has it); both compute the same operations in the same order, so their bits are equal
+// (tested).
 #pragma once
 
 #include <algorithm>
@@ -153,9 +153,10 @@ inline bool cpu_has_avx() {
 inline std::int64_t round_up(std::int64_t v, std::int64_t w) { return (v + w - 1) / w * w; }
 
 /// C[m,n] = alpha·op(A)·op(B) + beta·C (row-major, as cblas_?gemm) when the product is small
-/// enough; returns false (C untouched) otherwise. Needs m, n, k ≥ 1. The kernel tiles the wider
-/// of m and n in kTile-column tiles (computing Cᵀ = op(B)ᵀ op(A)ᵀ when m is wider), which wastes
-/// the fewest padded lanes; the bits of each element do not depend on this choice.
+/// enough; returns false (C untouched) otherwise. Needs m, n, k ≥ 1. The kernel tiles C's columns
+/// in kTile-column tiles, or computes Cᵀ = op(B)ᵀ op(A)ᵀ and tiles its columns (C's rows),
+/// whichever the instruction-count estimate below finds cheaper (padding, packing, stores); the
+/// bits of each element do not depend on this choice.
 /// With `bias` (length n; then alpha must be 1 and beta 0): C = op(A)·op(B) + bias per column,
 /// rounded as BLAS with C preset to bias and beta = 1 would (one add after the sum).
 /// `isa` picks the compiled copy (Auto: AVX when the CPU has it); tests compare the two.

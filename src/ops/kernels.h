@@ -20,6 +20,18 @@ using GemmFn = void (*)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t
                         T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
                         T beta, T* c, std::int64_t ldc);
 
+/// y[rows, out] = x[rows, in] · w[out, in]ᵀ + bias[out] (bias may be null) through `gemm` (a
+/// GemmFn): with a bias, y is preset to it and one GEMM with beta = 1 accumulates into it, as
+/// addmm does; without, one GEMM with beta = 0.
+template <class T, class Gemm>
+void linear_by_gemm(Gemm gemm, const T* x, const T* w, const T* bias, T* y, std::int64_t rows,
+                    std::int64_t in, std::int64_t out) {
+  if (bias)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < out; ++j) y[r * out + j] = bias[j];
+  gemm(false, true, rows, out, in, T(1), x, in, w, in, bias ? T(1) : T(0), y, out);
+}
+
 namespace ref {
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,

@@ -96,16 +96,14 @@ void gemm<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
 }
 
 // y = x wᵀ + bias: small products in one pass with the bias added as each result is stored;
-// larger ones preset y to the bias and accumulate into it (beta = 1), as addmm does.
+// larger ones through linear_by_gemm (y preset to the bias, beta = 1), as addmm does.
 template <class T>
 void linear(const T* x, const T* w, const T* bias, T* y, std::int64_t rows, std::int64_t in,
             std::int64_t out) {
   if (rows > 0 && out > 0 && in > 0 &&
       small::gemm<T>(false, true, rows, out, in, T(1), x, in, w, in, T(0), y, out, bias))
     return;
-  if (bias)
-    for (std::int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
-  gemm<T>(false, true, rows, out, in, T(1), x, in, w, in, bias ? T(1) : T(0), y, out);
+  linear_by_gemm<T>(&gemm<T>, x, w, bias, y, rows, in, out);
 }
 
 template void linear<float>(const float*, const float*, const float*, float*, std::int64_t,

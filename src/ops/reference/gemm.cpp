@@ -23,9 +23,7 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T al
 template <class T>
 void linear(const T* x, const T* w, const T* bias, T* y, std::int64_t rows, std::int64_t in,
             std::int64_t out) {
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < out; ++j) y[r * out + j] = bias ? bias[j] : T(0);
-  gemm<T>(false, true, rows, out, in, T(1), x, in, w, in, bias ? T(1) : T(0), y, out);
+  linear_by_gemm<T>(&gemm<T>, x, w, bias, y, rows, in, out);
 }
 
 template void linear<float>(const float*, const float*, const float*, float*, std::int64_t,

@@ -29,7 +29,8 @@ struct RetainScope {
 bool retain_graph_requested() { return t_retain_graph; }
 
 
-Node::Node() : seq_(g_next_seq.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node(bool accumulator)
+    : seq_(g_next_seq.fetch_add(1, std::memory_order_relaxed)), accumulator_(accumulator) {}
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!GradMode::is_enabled()) return false;

@@ -24,7 +24,8 @@ struct Edge {
 
 class Node {
  public:
-  Node();
+  /// `accumulator`: true only for AccumulateGrad (a leaf's sink, kept usable after a backward).
+  explicit Node(bool accumulator = false);
   virtual ~Node() = default;
   /// grad_output: gradient w.r.t. this node's output. Returns one gradient per input edge
   /// (undefined where not needed).
@@ -59,18 +60,15 @@ class Node {
  private:
   std::uint64_t seq_;
   bool released_ = false;
-
- protected:
-  bool accumulator_ = false;  // set by AccumulateGrad (no dynamic_cast in the engine's loop)
+  const bool accumulator_;  // read by the engine instead of a dynamic_cast
 };
 
 /// Sink for a leaf tensor requiring grad: adds the incoming gradient into the leaf's .grad, then
 /// runs the leaf's post-accumulate-grad hooks (the gradient is final at that point).
 class AccumulateGrad : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable) : variable_(std::move(variable)) {
-    accumulator_ = true;
-  }
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable)
+      : Node(true), variable_(std::move(variable)) {}
   std::vector<Tensor> apply(Tensor grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
 

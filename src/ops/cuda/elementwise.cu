@@ -60,44 +60,38 @@ __global__ void bias_grad_kernel(const T* grad, T* out, std::int64_t rows, std::
 
 }  // namespace
 
-template <class T>
-void add(const T* a, const T* b, T* out, std::int64_t n, Exec exec) {
+// One grid-stride launch over n items on exec's device and stream, checked under `name`.
+template <class Kernel, class... Args>
+void launch(const char* name, std::int64_t n, Exec exec, Kernel kernel, Args... args) {
   if (n <= 0) return;
   ::lockstep::cuda::DeviceGuard guard(exec.device);
-  add_kernel<T><<<blocks_for(n), kThreads, 0, exec.stream>>>(a, b, out, n);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "add");
+  kernel<<<blocks_for(n), kThreads, 0, exec.stream>>>(args...);
+  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, name);
+}
+
+template <class T>
+void add(const T* a, const T* b, T* out, std::int64_t n, Exec exec) {
+  launch("add", n, exec, add_kernel<T>, a, b, out, n);
 }
 
 template <class T>
 void mul(const T* a, const T* b, T* out, std::int64_t n, Exec exec) {
-  if (n <= 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  mul_kernel<T><<<blocks_for(n), kThreads, 0, exec.stream>>>(a, b, out, n);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "mul");
+  launch("mul", n, exec, mul_kernel<T>, a, b, out, n);
 }
 
 template <class T>
 void relu_forward(const T* x, T* y, std::int64_t n, Exec exec) {
-  if (n <= 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  relu_forward_kernel<T><<<blocks_for(n), kThreads, 0, exec.stream>>>(x, y, n);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "relu_forward");
+  launch("relu_forward", n, exec, relu_forward_kernel<T>, x, y, n);
 }
 
 template <class T>
 void relu_backward(const T* grad_out, const T* y, T* grad_in, std::int64_t n, Exec exec) {
-  if (n <= 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  relu_backward_kernel<T><<<blocks_for(n), kThreads, 0, exec.stream>>>(grad_out, y, grad_in, n);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "relu_backward");
+  launch("relu_backward", n, exec, relu_backward_kernel<T>, grad_out, y, grad_in, n);
 }
 
 template <class T>
 void bias_grad(const T* grad, T* out, std::int64_t rows, std::int64_t cols, Exec exec) {
-  if (cols <= 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  bias_grad_kernel<T><<<blocks_for(cols), kThreads, 0, exec.stream>>>(grad, out, rows, cols);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "bias_grad");
+  launch("bias_grad", cols, exec, bias_grad_kernel<T>, grad, out, rows, cols);
 }
 
 #define LOCKSTEP_INSTANTIATE(T)                                                        \

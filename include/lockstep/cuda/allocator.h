@@ -116,8 +116,8 @@ class PinnedStagingBuffer {
  private:
   void* ptr_ = nullptr;
   std::size_t capacity_ = 0;
-  void* event_ = nullptr;  // cudaEvent_t of the last upload
-  int event_device_ = -1;
+  [[maybe_unused]] void* event_ = nullptr;  // cudaEvent_t of the last upload (unused without CUDA)
+  [[maybe_unused]] int event_device_ = -1;
 };
 
 /// Synchronous copies for tests and checkpoints (on the compute stream, then waits for it).

@@ -77,7 +77,7 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int previous_ = -1;
+  [[maybe_unused]] int previous_ = -1;  // unused in a build without CUDA
 };
 
 }  // namespace lockstep::cuda

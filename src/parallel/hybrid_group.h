@@ -27,6 +27,16 @@ class HybridGroup : public dist::ProcessGroup {
     if (local_->rank() == 0) global_->all_reduce(tensor, op);
     if (local_->size() > 1) local_->broadcast(tensor, 0);
   }
+  // dst 0 (what DataParallel's reducers use): the local replicas reduce into local replica 0,
+  // which all-reduces with the other ranks; nothing is broadcast back to the siblings. Every
+  // rank's replica 0 then holds the sum (more than reduce() promises), the same bits as
+  // all_reduce. Other destinations fall back to all_reduce.
+  void reduce(Tensor& tensor, int dst, dist::ReduceOp op) override {
+    check_root("reduce", dst);
+    if (dst != 0) return all_reduce(tensor, op);
+    if (local_->size() > 1) local_->reduce(tensor, 0, op);
+    if (local_->rank() == 0) global_->all_reduce(tensor, op);
+  }
   void broadcast(Tensor&, int) override { unsupported("broadcast"); }
   void all_gather(std::vector<Tensor>&, const Tensor&) override { unsupported("all_gather"); }
   void reduce_scatter(Tensor&, const std::vector<Tensor>&, dist::ReduceOp) override {

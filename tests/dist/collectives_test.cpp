@@ -41,6 +41,11 @@ TEST_P(ThreadCollectives, AllReduceMatchesRankOrder) {
            [](dist::ProcessGroup& g) { cb::all_reduce_matches_rank_order(g, large(g.size())); });
 }
 
+TEST_P(ThreadCollectives, ReduceMatchesRankOrderOnTheDestination) {
+  on_ranks(GetParam(),
+           [](dist::ProcessGroup& g) { cb::reduce_matches_rank_order(g, large(g.size())); });
+}
+
 TEST_P(ThreadCollectives, ReduceScatterMatchesRankOrder) {
   on_ranks(GetParam(), [](dist::ProcessGroup& g) {
     cb::reduce_scatter_matches_rank_order(g, large(g.size()));

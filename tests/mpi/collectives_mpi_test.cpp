@@ -58,6 +58,7 @@ TEST_F(Mpi, InitAgainReturnsTheSameGroup) {
 
 TEST_F(Mpi, SmallExactValues) { cb::small_exact_values(g()); }
 TEST_F(Mpi, AllReduceMatchesRankOrder) { cb::all_reduce_matches_rank_order(g(), kLarge); }
+TEST_F(Mpi, ReduceMatchesRankOrderOnTheDestination) { cb::reduce_matches_rank_order(g(), kLarge); }
 TEST_F(Mpi, ReduceScatterMatchesRankOrder) { cb::reduce_scatter_matches_rank_order(g(), kLarge); }
 TEST_F(Mpi, BroadcastFromEveryRoot) { cb::broadcast_from_every_root(g(), kLarge); }
 TEST_F(Mpi, AllGatherCollectsEveryRank) { cb::all_gather_collects_every_rank(g(), kLarge); }

@@ -169,6 +169,39 @@ inline void all_reduce_matches_rank_order(dist::ProcessGroup& g, std::int64_t la
   }
 }
 
+/// reduce to every destination rank, every dtype, op and size (`large` for sums only): the
+/// destination's tensor is bit-equal to the sequential rank-order reduction (the other ranks'
+/// tensors are unspecified); a destination outside [0, size()) is a ValueError on every rank.
+inline void reduce_matches_rank_order(dist::ProcessGroup& g, std::int64_t large) {
+  const int r = g.rank(), n = g.size();
+  std::uint64_t salt = 1000;
+  for (int dst = 0; dst < n; ++dst)
+    for_each_dtype([&](auto zero) {
+      using T = decltype(zero);
+      for (dist::ReduceOp op : kOps)
+        for (std::int64_t numel : sizes(n, op == dist::ReduceOp::Sum ? large : 1001)) {
+          ++salt;
+          Tensor t = make<T>(numel, r, salt);
+          g.reduce(t, dst, op);
+          if (r == dst) {
+            EXPECT_TRUE(same_bits(t, rank_order<T>(op, n, numel, salt)))
+                << "destination rank " << dst << " of " << n << ", " << to_string(t.dtype())
+                << " " << op_name(op) << ", " << numel << " elements";
+          }
+        }
+    });
+  for (int bad : {-1, n}) {
+    Tensor t = make<float>(3, r, 1);
+    try {
+      g.reduce(t, bad);
+      ADD_FAILURE() << "rank " << r << ": reduce to rank " << bad << " of " << n << " succeeded";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("root " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 /// reduce_scatter of every dtype, op and size (`large` for sums only): rank r receives the
 /// rank-order reduction of every rank's inputs[r].
 inline void reduce_scatter_matches_rank_order(dist::ProcessGroup& g, std::int64_t large) {

@@ -26,6 +26,16 @@ class ProcessGroup {
   /// pass tensors of the same shape and dtype (ShapeError / DTypeError naming the ranks
   /// otherwise, raised on every rank).
   virtual void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  /// torch.distributed.reduce: rank `dst`'s `tensor` becomes the element-wise reduction over all
+  /// ranks, in rank order with the same bits as all_reduce; the other ranks' tensors are
+  /// unspecified afterwards (they may hold partial results or the result). Same shape / dtype
+  /// rules as all_reduce; ValueError for dst outside [0, size()). The default is all_reduce (a
+  /// correct reduce); backends override it to move less: the threads backend writes only dst's
+  /// buffer.
+  virtual void reduce(Tensor& tensor, int dst, ReduceOp op = ReduceOp::Sum) {
+    check_root("reduce", dst);
+    all_reduce(tensor, op);
+  }
   /// In place: every rank's `tensor` becomes root's.
   virtual void broadcast(Tensor& tensor, int root = 0) = 0;
   /// outputs[r] receives rank r's `input` (outputs pre-sized: size() tensors shaped like input).
@@ -35,6 +45,10 @@ class ProcessGroup {
                               ReduceOp op = ReduceOp::Sum) = 0;
   /// Returns once every rank has entered it.
   virtual void barrier() = 0;
+
+ protected:
+  /// ValueError naming `op` unless 0 <= root < size().
+  void check_root(const char* op, int root) const;
 };
 
 /// An in-process group of `size` ranks for threads of one process (rank r's object is element r;

@@ -1,7 +1,8 @@
 // The "threads" ProcessGroup backend: ranks are threads of one process sharing memory. A
 // collective is a rendezvous: every rank publishes its buffer, then each rank reduces its own
 // slice of the elements across all ranks (in rank order) and writes the result into every rank's
-// buffer; no element is touched by two ranks, so no locking is needed beyond the two barriers.
+// buffer (reduce: into the destination rank's only); no element is touched by two ranks, so no
+// locking is needed beyond the two barriers.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -86,10 +87,28 @@ class ThreadGroup : public ProcessGroup {
     s_->arrive_and_wait();
   }
 
+  // Like all_reduce, but each rank writes its slice of the result into dst's buffer only.
+  void reduce(Tensor& t, int dst, ReduceOp op) override {
+    check_root("reduce", dst);
+    publish(t.raw_data(), t.numel(), t.dtype());
+    check_matching("reduce");
+    auto [lo, hi] = my_slice(t.numel());
+    switch (t.dtype()) {
+      case DType::Float32:
+        reduce_slice<float>(op, lo, hi, dst);
+        break;
+      case DType::Float64:
+        reduce_slice<double>(op, lo, hi, dst);
+        break;
+      case DType::Int64:
+        reduce_slice<std::int64_t>(op, lo, hi, dst);
+        break;
+    }
+    s_->arrive_and_wait();
+  }
+
   void broadcast(Tensor& t, int root) override {
-    if (root < 0 || root >= size())
-      throw ValueError("broadcast: root " + std::to_string(root) + " out of range for " +
-                       std::to_string(size()) + " ranks");
+    check_root("broadcast", root);
     publish(t.raw_data(), t.numel(), t.dtype());
     check_matching("broadcast");
     if (rank_ != root)
@@ -175,20 +194,26 @@ class ThreadGroup : public ProcessGroup {
   }
 
   // Reduces elements [lo, hi) across all ranks in rank order ((b0 op b1) op b2 ...) and writes
-  // the result into every rank's buffer. The op is a template parameter, not a per-element
-  // switch (with_op), so the loops vectorise; the common 2-rank case is one fused pass.
+  // the result into every rank's buffer (dst < 0) or into rank dst's only. The op is a template
+  // parameter, not a per-element switch (with_op), so the loops vectorise; the common 2-rank case
+  // is one fused pass.
   template <class T>
-  void reduce_slice(ReduceOp op, std::int64_t lo, std::int64_t hi) {
-    with_op<T>(op, [&](auto combine) { reduce_slice_with<T>(combine, lo, hi); });
+  void reduce_slice(ReduceOp op, std::int64_t lo, std::int64_t hi, int dst = -1) {
+    with_op<T>(op, [&](auto combine) { reduce_slice_with<T>(combine, lo, hi, dst); });
   }
 
   template <class T, class Op>
-  void reduce_slice_with(Op op, std::int64_t lo, std::int64_t hi) {
+  void reduce_slice_with(Op op, std::int64_t lo, std::int64_t hi, int dst) {
     const int n = size();
     if (n == 1 || lo >= hi) return;
     if (n == 2) {
       T* __restrict a = static_cast<T*>(s_->slots[0].data);
       T* __restrict b = static_cast<T*>(s_->slots[1].data);
+      if (dst >= 0) {
+        T* __restrict out = dst == 0 ? a : b;
+        for (std::int64_t i = lo; i < hi; ++i) out[i] = op(a[i], b[i]);
+        return;
+      }
       for (std::int64_t i = lo; i < hi; ++i) {
         T v = op(a[i], b[i]);
         a[i] = v;
@@ -208,8 +233,9 @@ class ThreadGroup : public ProcessGroup {
         for (std::int64_t j = 0; j < m; ++j) acc[j] = op(acc[j], src[j]);
       }
       for (int r = 0; r < n; ++r)
-        std::memcpy(static_cast<T*>(s_->slots[r].data) + i0, acc,
-                    static_cast<std::size_t>(m) * sizeof(T));
+        if (dst < 0 || r == dst)
+          std::memcpy(static_cast<T*>(s_->slots[r].data) + i0, acc,
+                      static_cast<std::size_t>(m) * sizeof(T));
     }
   }
 
@@ -218,6 +244,12 @@ class ThreadGroup : public ProcessGroup {
 };
 
 }  // namespace
+
+void ProcessGroup::check_root(const char* op, int root) const {
+  if (root < 0 || root >= size())
+    throw ValueError(std::string(op) + ": root " + std::to_string(root) + " out of range for " +
+                     std::to_string(size()) + " ranks");
+}
 
 std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size) {
   if (size < 1)

@@ -109,6 +109,19 @@ Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(d
   data_ = detail::cpu_allocate(nbytes, &capacity_);
 }
 
-Storage::~Storage() { detail::cpu_free(data_, capacity_); }
+Storage::Storage(std::shared_ptr<Storage> base, Device device) : device_(device) {
+  if (!base || !base->device().is_cpu() || !device.is_cpu())
+    throw DeviceError("Storage alias: only CPU memory can be shared between devices (" +
+                      (base ? base->device().str() : std::string("null")) + " as " +
+                      device.str() + ")");
+  check_device_available(device);
+  data_ = base->data_;
+  nbytes_ = base->nbytes_;
+  base_ = std::move(base);
+}
+
+Storage::~Storage() {
+  if (!base_) detail::cpu_free(data_, capacity_);
+}
 
 }  // namespace lockstep

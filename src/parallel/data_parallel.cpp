@@ -64,21 +64,28 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
 
   module_->to(devices_.front());
   master_ = FlatBuffer::build(module_->parameters(), devices_.front());
-  master_grad_ = zeros({master_.numel}, master_.buffer.options());
   groups_ = dist::new_thread_group(static_cast<int>(n));
   if (options_.process_group)
     for (auto& g : groups_) g = std::make_shared<detail::HybridGroup>(g, options_.process_group);
   for (std::size_t k = 0; k < n; ++k) {
     auto replica = module_->clone();
     replica->to(devices_[k]);
-    // Replica 0 lives on the master's device and reads the master buffer itself.
-    replica_flat_.push_back(
-        FlatBuffer::build(replica->parameters(), devices_[k], k == 0 ? &master_.buffer : nullptr));
+    // Replica 0 lives on the master's device and reads the master buffer itself; so do the
+    // replicas on the other CPU devices (an alias of the same memory), since cpu:k devices share
+    // RAM: nothing is copied to them before a step. Replicas on other device types get a copy.
+    const bool shared = k == 0 || (devices_[k].is_cpu() && devices_.front().is_cpu());
+    replica_flat_.push_back(FlatBuffer::build(replica->parameters(), devices_[k],
+                                              shared ? &master_.buffer : nullptr));
     replicas_.push_back(std::move(replica));
     workers_.push_back(std::make_unique<DeviceWorker>(devices_[k], threads));
+    // Only replica 0's reduced gradients are read (they become the master's .grad), so the
+    // reducers reduce to rank 0 instead of all-reducing.
     reducers_.push_back(
-        std::make_unique<GradientReducer>(replica_flat_[k], groups_[k], options_.reducer));
+        std::make_unique<GradientReducer>(replica_flat_[k], groups_[k], options_.reducer, 0));
   }
+  // The master's .grad tensors are views of replica 0's reduced gradient buffer: the reducer
+  // path then needs no copy into them.
+  master_grad_ = reducers_.front()->flat_grad();
   train(module_->is_training());
 }
 
@@ -136,7 +143,7 @@ void DataParallel::check_master() {
 }
 
 void DataParallel::sync_replica(std::size_t k) {
-  if (k > 0) {
+  if (replica_copies_master(k)) {
     std::memcpy(replica_flat_[k].buffer.raw_data(), master_.buffer.raw_data(),
                 static_cast<std::size_t>(master_.numel) * element_size(master_.buffer.dtype()));
   }
@@ -144,6 +151,18 @@ void DataParallel::sync_replica(std::size_t k) {
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < src.size() && i < dst.size(); ++i)
     if (!src[i].second.is_same(dst[i].second)) dst[i].second.copy_(src[i].second.to(devices_[k]));
+}
+
+bool DataParallel::replica_copies_master(std::size_t k) const {
+  return replica_flat_[k].buffer.raw_data() != master_.buffer.raw_data();
+}
+
+std::int64_t DataParallel::parameter_copy_bytes(std::size_t replicas) const {
+  std::int64_t bytes = 0;
+  for (std::size_t k = 0; k < replicas && k < replica_flat_.size(); ++k)
+    if (replica_copies_master(k))
+      bytes += master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+  return bytes;
 }
 
 std::vector<DataParallel::Shard> DataParallel::shards(std::int64_t batch) const {

@@ -106,8 +106,7 @@ Tensor DataParallel::forward(const Tensor& input) {
       chunks[s] = chunk;
     }
   });
-  bytes_moved_ = static_cast<std::int64_t>(pl.ranges.size() - 1) * master_.numel *
-                 static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+  bytes_moved_ = parameter_copy_bytes(pl.ranges.size());
   std::vector<Tensor> gathered;
   for (auto& o : outs) gathered.push_back(o.detach().to(output_device_));
   Tensor out = gathered.size() == 1 ? gathered[0].clone() : cat(gathered, 0);
@@ -359,14 +358,13 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     }
     run_on_workers(n, [&](std::size_t k) { accumulate_local(k); });
     local_pending_ = true;
-    bytes_moved_ = 0;
-    for (std::size_t k = 1; k < n; ++k)
-      if (sizes[k] > 0)
-        bytes_moved_ +=
-            master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+    bytes_moved_ = parameter_copy_bytes(n);
     return mean_loss();
   }
   const bool seed = local_pending_;
+  // master_grad_ is replica 0's reducer buffer, which this step overwrites: a .grad still viewing
+  // it (no zero_grad() since the last step) is moved out first, so the step adds to its values.
+  release_master_grads();
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
     if (seed) seed_from_local(k);
@@ -386,13 +384,8 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     guard.done = true;
     reducers_[k]->finalize();
   });
-  bytes_moved_ = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    if (k > 0 && sizes[k] > 0)
-      bytes_moved_ +=
-          master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
-    bytes_moved_ += reducers_[k]->bytes_reduced();
-  }
+  bytes_moved_ = parameter_copy_bytes(n);
+  for (std::size_t k = 0; k < n; ++k) bytes_moved_ += reducers_[k]->bytes_reduced();
   std::vector<char> has(master_.params.size());
   for (std::size_t j = 0; j < has.size(); ++j) {
     has[j] = reducers_[0]->has_grad(j);
@@ -425,9 +418,22 @@ void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
       p.grad().add_(src);
     } else {
       Tensor dst = master_.view_of(master_grad_, j);
-      dst.copy_(src);
+      if (dst.raw_data() != src.raw_data()) dst.copy_(src);  // the reducer path wrote it there
       p.set_grad(dst);
     }
+  }
+}
+
+void DataParallel::release_master_grads() {
+  NoGradGuard no_grad;
+  const char* lo = static_cast<const char*>(master_grad_.raw_data());
+  const char* hi = lo + static_cast<std::size_t>(master_grad_.numel()) *
+                            element_size(master_grad_.dtype());
+  for (auto& p : master_.params) {
+    Tensor g = p.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    const char* d = static_cast<const char*>(g.raw_data());
+    if (d >= lo && d < hi) p.set_grad(g.clone());
   }
 }
 
@@ -443,12 +449,8 @@ void DataParallel::accumulate_local(std::size_t k) {
 }
 
 void DataParallel::seed_from_local(std::size_t k) {
-  NoGradGuard no_grad;
-  for (std::size_t j = 0; j < master_.params.size(); ++j) {
-    if (!local_has_[k][j]) continue;
-    Tensor g = replica_flat_[k].params[j].grad();  // the reducer's slice, zeroed by prepare()
-    if (g.defined()) g.add_(replica_flat_[k].view_of(local_grad_[k], j));
-  }
+  for (std::size_t j = 0; j < master_.params.size(); ++j)
+    if (local_has_[k][j]) reducers_[k]->seed(j, replica_flat_[k].view_of(local_grad_[k], j));
 }
 
 // ---- deterministic mode ----------------------------------------------------------------------
@@ -515,8 +517,7 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   // Bytes moved: parameters copied to the other local devices, plus shard rows gathered from
   // (and sent to) the other ranks.
   const auto elem = static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
-  bytes_moved_ = static_cast<std::int64_t>(pl.ranges.empty() ? 0 : pl.ranges.size() - 1) *
-                 master_.numel * elem;
+  bytes_moved_ = parameter_copy_bytes(pl.ranges.size());
   if (group)
     bytes_moved_ += static_cast<std::int64_t>(group->size() - 1) *
                     std::max<std::int64_t>(widest, 1) * master_.numel * elem;

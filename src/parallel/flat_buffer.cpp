@@ -24,7 +24,17 @@ FlatBuffer FlatBuffer::build(const std::vector<Tensor>& params, Device device,
     if (storage_of->numel() != f.numel || storage_of->dtype() != dtype)
       throw ShapeError("flat parameter buffer: existing buffer " + storage_of->shape().str() +
                        " does not fit " + std::to_string(f.numel) + " elements");
-    f.buffer = *storage_of;
+    if (storage_of->device() == device) {
+      f.buffer = *storage_of;
+    } else {
+      // The same memory as a storage of `device` (CPU devices only; DeviceError otherwise).
+      auto impl = std::make_shared<TensorImpl>();
+      impl->storage = std::make_shared<Storage>(storage_of->impl().storage, device);
+      impl->offset = storage_of->impl().offset;
+      impl->shape = storage_of->shape();
+      impl->dtype = dtype;
+      f.buffer = Tensor(std::move(impl));
+    }
   } else {
     f.buffer = empty({f.numel}, TensorOptions(dtype).device(device));
   }

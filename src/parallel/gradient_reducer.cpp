@@ -8,17 +8,25 @@
 namespace lockstep::parallel {
 
 GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::ProcessGroup> group,
-                                 ReducerOptions options)
-    : flat_(flat), group_(std::move(group)), options_(options) {
+                                 ReducerOptions options, int root)
+    : flat_(flat), group_(std::move(group)), options_(options), root_(root) {
   if (!group_) throw ValueError("GradientReducer: null process group");
   if (options_.bucket_cap_bytes < 1)
     throw ValueError("GradientReducer: bucket_cap_bytes must be positive");
-  grad_ = zeros({flat_.numel}, flat_.buffer.options());
+  if (root_ >= group_->size())
+    throw ValueError("GradientReducer: root " + std::to_string(root_) + " out of range for " +
+                     std::to_string(group_->size()) + " ranks");
   std::size_t n = flat_.params.size();
+  // Flags in front of the gradients, padded so the gradients start on a 64-byte boundary.
+  const auto es = static_cast<std::int64_t>(element_size(flat_.buffer.dtype()));
+  const std::int64_t per_line = std::max<std::int64_t>(1, 64 / es);
+  pad_ = (static_cast<std::int64_t>(n) + per_line - 1) / per_line * per_line;
+  grad_ = zeros({pad_ + flat_.numel}, flat_.buffer.options());
+  grad_view_ = narrow(grad_, 0, pad_, flat_.numel);
   bucket_of_.assign(n, -1);
   has_grad_.assign(n, 0);
+  written_.assign(n, 0);
   // Buckets over parameters in reverse order; each is a contiguous element range.
-  std::int64_t es = static_cast<std::int64_t>(element_size(flat_.buffer.dtype()));
   Bucket cur;
   bool open = false;
   for (std::size_t k = n; k-- > 0;) {
@@ -56,11 +64,11 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::prepare() {
   NoGradGuard no_grad;
-  grad_.zero_();
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
     Tensor p = flat_.params[k];
-    p.set_grad(bucket_of_[k] >= 0 ? flat_.view_of(grad_, k) : Tensor());
+    p.set_grad(Tensor());
     has_grad_[k] = 0;
+    written_[k] = 0;
   }
   for (auto& b : buckets_) b.pending = b.pending_init;
   next_bucket_ = 0;
@@ -68,8 +76,29 @@ void GradientReducer::prepare() {
   active_ = true;
 }
 
+void GradientReducer::seed(std::size_t i, const Tensor& grad) {
+  NoGradGuard no_grad;
+  Tensor view = flat_.view_of(grad_view_, i);
+  view.copy_(grad);
+  written_[i] = 1;
+}
+
 void GradientReducer::mark_ready(std::size_t k) {
-  if (!active_ || has_grad_[k]) return;  // outside a reducer step, or a repeated backward
+  if (!active_) return;  // outside a reducer step
+  Tensor p = flat_.params[k];
+  Tensor view = flat_.view_of(grad_view_, k);
+  Tensor g = p.grad();
+  if (g.defined() && g.raw_data() != view.raw_data()) {
+    // The first gradient of this step (AccumulateGrad took backward's buffer): into the slice.
+    NoGradGuard no_grad;
+    if (written_[k])
+      view.add_(g);
+    else
+      view.copy_(g);
+    written_[k] = 1;
+    p.set_grad(view);
+  }
+  if (has_grad_[k]) return;  // a repeated backward: AccumulateGrad added into the slice
   has_grad_[k] = 1;
   --buckets_[static_cast<std::size_t>(bucket_of_[k])].pending;
   if (options_.overlap) reduce_ready_buckets();
@@ -81,24 +110,52 @@ void GradientReducer::reduce_ready_buckets() {
 }
 
 void GradientReducer::reduce_bucket(std::size_t b) {
-  Tensor slice = narrow(grad_, 0, buckets_[b].lo, buckets_[b].hi - buckets_[b].lo);
-  group_->all_reduce(slice, dist::ReduceOp::Sum);
+  NoGradGuard no_grad;
+  const Bucket& bucket = buckets_[b];
+  // Slices that got no gradient on this rank contribute zeros.
+  for (std::size_t k = 0; k < flat_.params.size(); ++k)
+    if (bucket_of_[k] == static_cast<int>(b) && !written_[k]) {
+      flat_.view_of(grad_view_, k).zero_();
+      written_[k] = 1;
+    }
+  // The last bucket also carries the has-grad flags, which sit just in front of it.
+  const bool last = b + 1 == buckets_.size();
+  const std::size_t n = flat_.params.size();
+  auto flags = [&](auto* f) {
+    using T = std::remove_pointer_t<decltype(f)>;
+    for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
+  };
+  if (last) {
+    if (grad_.dtype() == kFloat64)
+      flags(grad_.data_ptr<double>());
+    else
+      flags(grad_.data_ptr<float>());
+  }
+  const std::int64_t lo = last ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
+  Tensor slice = narrow(grad_, 0, lo, hi - lo);
+  if (root_ < 0)
+    group_->all_reduce(slice, dist::ReduceOp::Sum);
+  else
+    group_->reduce(slice, root_, dist::ReduceOp::Sum);
   bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
+  if (last) {
+    auto read = [&](const auto* f) {
+      for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
+    };
+    if (grad_.dtype() == kFloat64)
+      read(grad_.data_ptr<double>());
+    else
+      read(grad_.data_ptr<float>());
+  }
 }
 
 void GradientReducer::finalize() {
   NoGradGuard no_grad;
   active_ = false;
   while (next_bucket_ < buckets_.size()) reduce_bucket(next_bucket_++);
-  Tensor flags = tensor(std::span<const std::int64_t>(has_grad_));
-  group_->all_reduce(flags, dist::ReduceOp::Max);
-  auto agreed = flags.to_vector<std::int64_t>();
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
-    has_grad_[k] = agreed[k];
-    if (!agreed[k]) {
-      Tensor p = flat_.params[k];
-      p.set_grad(Tensor());
-    }
+    Tensor p = flat_.params[k];
+    p.set_grad(has_grad_[k] ? flat_.view_of(grad_view_, k) : Tensor());
   }
 }
 

@@ -13,6 +13,11 @@ class Storage {
   /// Allocates `nbytes` (uninitialised) on `device`. Throws DeviceError for an unavailable
   /// device, std::bad_alloc when memory runs out.
   Storage(std::size_t nbytes, Device device);
+  /// The memory of `base` seen as a storage of another CPU device of this process: every cpu:k
+  /// device is the same RAM, so DataParallel's CPU replicas read the master parameters through
+  /// such an alias instead of a copy. Keeps `base` alive and frees nothing. DeviceError unless
+  /// `base` and `device` are both CPU devices.
+  Storage(std::shared_ptr<Storage> base, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -26,6 +31,7 @@ class Storage {
   std::size_t nbytes_ = 0;
   std::size_t capacity_ = 0;
   Device device_;
+  std::shared_ptr<Storage> base_;  // set for an alias: the owner of data_
 };
 
 }  // namespace lockstep

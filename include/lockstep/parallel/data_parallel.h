@@ -102,7 +102,8 @@ class DataParallel : public nn::Module {
   const DataParallelOptions& options() const { return options_; }
   /// The replica on device i (tests and benchmarks inspect them).
   std::shared_ptr<nn::Module> replica(std::size_t i) const { return replicas_.at(i); }
-  /// Parameter bytes copied to replicas plus gradient bytes reduced in the last step.
+  /// Parameter bytes copied to replicas (none for CPU devices, which read the master's memory)
+  /// plus gradient and has-grad-flag bytes reduced in the last step.
   std::int64_t bytes_moved_last_step() const { return bytes_moved_; }
 
   /// The step counter that keys dropout masks by (options.seed, step, global sample index).
@@ -209,6 +210,10 @@ class DataParallel : public nn::Module {
   // error (in device order) with the device named.
   void run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f);
   void sync_replica(std::size_t k);
+  // Whether replica k holds its own copy of the parameters (a device that does not share the
+  // master's memory) and the bytes sync_replica copies for the first `replicas` replicas.
+  bool replica_copies_master(std::size_t k) const;
+  std::int64_t parameter_copy_bytes(std::size_t replicas) const;
   // Before each step: a master parameter whose data was replaced (`set_data`, PyTorch's
   // `param.data = ...`) is copied back into the flat buffer; one moved to another device or
   // reshaped is an error.
@@ -227,9 +232,12 @@ class DataParallel : public nn::Module {
   // Backward of loss · weight, with the checks forward_backward documents.
   void backward_weighted(const Tensor& loss, double weight) const;
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
+  // Gives every master .grad that views master_grad_ its own copy (before the reducer path
+  // overwrites master_grad_).
+  void release_master_grads();
   // no_sync(): adds replica k's gradients into its accumulation buffer and clears them.
   void accumulate_local(std::size_t k);
-  // no_sync(): after reducers_[k]->prepare(), adds replica k's pending buffer into its .grad.
+  // no_sync(): after reducers_[k]->prepare(), seeds replica k's reducer with its pending buffer.
   void seed_from_local(std::size_t k);
 
   std::shared_ptr<nn::Module> module_;

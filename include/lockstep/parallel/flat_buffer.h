@@ -19,7 +19,9 @@ struct FlatBuffer {
   /// Moves `params` (one dtype, one device; DTypeError / DeviceError naming the parameter
   /// otherwise) into a new buffer on `device`, keeping each Tensor's identity (set_data), so
   /// optimizers holding them follow. With `storage_of` given, the parameters become views of that
-  /// existing buffer instead (same layout) and keep their values from it.
+  /// existing buffer instead (same layout) and keep their values from it; when `storage_of` is
+  /// on another CPU device, `buffer` is an alias of its memory tagged with `device` (Storage's
+  /// alias constructor: cpu:k devices share RAM), so nothing is copied then either.
   static FlatBuffer build(const std::vector<Tensor>& params, Device device,
                           const Tensor* storage_of = nullptr);
 

@@ -2,7 +2,7 @@
 // (the mechanism of torch.nn.parallel.DistributedDataParallel's reducer). The rank's parameters
 // live in one flat buffer and its gradients in another; gradients are grouped into buckets of at
 // most `bucket_cap_bytes` in reverse parameter order (the order backward produces them) and each
-// bucket is all-reduced as soon as all of its gradients are final, from the gradient hook on
+// bucket is reduced as soon as all of its gradients are final, from the gradient hook on
 // the thread running backward. The all-reduce is a blocking call there: the rest of this
 // replica's backward waits for it (other replicas and ranks keep computing). PyTorch hands ready
 // buckets to a communication thread instead; an asynchronous ProcessGroup call would be needed
@@ -30,28 +30,42 @@ struct ReducerOptions {
 class GradientReducer {
  public:
   /// `flat`: this rank's parameters, already in a flat buffer. Registers a post-accumulate-grad
-  /// hook on each parameter that requires grad.
+  /// hook on each parameter that requires grad. `root` < 0: after finalize() every rank's
+  /// flat_grad() holds the sum (each bucket is all_reduce'd); `root` = r >= 0: only rank r's does
+  /// (ProcessGroup::reduce, which moves less: DataParallel reads replica 0's result only) and the
+  /// other ranks' flat_grad() and has_grad() are unspecified. ValueError for a null group, a
+  /// non-positive bucket cap or root >= group->size().
   GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::ProcessGroup> group,
-                  ReducerOptions options = {});
+                  ReducerOptions options = {}, int root = -1);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  /// Before a backward: zeroes the flat gradient buffer, points every parameter's .grad at its
-  /// slice and marks every bucket pending.
+  /// Before a backward: sets every parameter's .grad to none and marks every bucket pending. The
+  /// buffer is not zeroed: the hook copies each parameter's first gradient of the step into its
+  /// slice (and points .grad at the slice, so a further backward in the same step adds there),
+  /// and a slice that got nothing is zeroed just before its bucket is reduced. Saves a zeroing
+  /// pass and a read per step over the whole buffer compared with adding into a zeroed one.
   void prepare();
+  /// After prepare(), before backward: parameter i's slice starts from `grad` (shaped like the
+  /// parameter, on its device) instead of zero; backward's gradient is added to it. Used for
+  /// DataParallel::no_sync()'s pending gradients. Does not count as a gradient for has_grad().
+  void seed(std::size_t i, const Tensor& grad);
   /// After the backward (also on a rank that had no samples this step, which contributes zeros):
-  /// reduces the buckets not reduced yet, in order, then agrees across ranks on which parameters
-  /// received a gradient anywhere. A parameter that got none on any rank is left with no .grad;
-  /// one that got a gradient on some ranks only is reduced with zeros from the others.
+  /// reduces the buckets not reduced yet, in order. Which parameters received a gradient on any
+  /// rank is agreed in the same collectives: one 0/1 flag per parameter rides in front of the
+  /// last bucket (summed; > 0 means some rank had one), so no separate collective is needed. A
+  /// parameter that got none on any rank is left with no .grad; one that got a gradient on some
+  /// ranks only is reduced with zeros from the others; every other parameter's .grad is its
+  /// slice of flat_grad().
   void finalize();
 
   /// The reduced gradients after finalize(), laid out as the flat parameter buffer.
-  const Tensor& flat_grad() const { return grad_; }
+  const Tensor& flat_grad() const { return grad_view_; }
   /// Whether parameter i has a gradient after finalize().
   bool has_grad(std::size_t i) const { return has_grad_[i] != 0; }
   std::size_t num_buckets() const { return buckets_.size(); }
-  /// Bytes this rank contributed to all-reduces in the last step.
+  /// Bytes this rank contributed to reductions in the last step (gradients and flags).
   std::int64_t bytes_reduced() const { return bytes_reduced_; }
 
  private:
@@ -67,10 +81,16 @@ class GradientReducer {
   FlatBuffer flat_;
   std::shared_ptr<dist::ProcessGroup> group_;
   ReducerOptions options_;
+  int root_ = -1;
+  // [pad_ + numel]: elements [0, nparams) are the has-grad flags of the last bucket's reduction,
+  // then padding to a 64-byte boundary, then the gradients (grad_view_).
   Tensor grad_;
+  Tensor grad_view_;
+  std::int64_t pad_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;  // parameter -> bucket (-1: no grad required)
   std::vector<std::int64_t> has_grad_;
+  std::vector<char> written_;  // the slice holds this step's data (copied, seeded)
   std::vector<int> hook_ids_;
   std::size_t next_bucket_ = 0;
   bool active_ = false;  // between prepare() and finalize(): hooks only count then

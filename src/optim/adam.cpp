@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lockstep/autograd/grad_mode.h"
+#include "optim/chunks.h"
 
 namespace lockstep::optim {
 
@@ -64,12 +65,21 @@ void Adam::step() {
     step_t.fill_(step);
     Tensor& m = state_or_zeros(i, "exp_avg");
     Tensor& v = state_or_zeros(i, "exp_avg_sq");
+    auto update = [&](auto zero) {
+      using T = decltype(zero);
+      T* pd = p.data_ptr<T>();
+      const T* gd = g.data_ptr<T>();
+      T* md = m.data_ptr<T>();
+      T* vd = v.data_ptr<T>();
+      detail::for_chunks(p.numel(), [&](std::int64_t lo, std::int64_t hi) {
+        adam_update<T>(pd + lo, gd + lo, md + lo, vd + lo, hi - lo, options_, lr_, step,
+                       decoupled_);
+      });
+    };
     if (p.dtype() == kFloat64)
-      adam_update<double>(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
-                          v.data_ptr<double>(), p.numel(), options_, lr_, step, decoupled_);
+      update(double{});
     else
-      adam_update<float>(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
-                         v.data_ptr<float>(), p.numel(), options_, lr_, step, decoupled_);
+      update(float{});
   }
 }
 

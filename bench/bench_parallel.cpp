@@ -19,12 +19,17 @@
 //                               all-reduce can overlap backward; at 25 MB the MLP is one bucket)
 //   W/dp2/deterministic         DataParallel on 2 devices, deterministic = true (shard_size 8)
 //   W/dp2/gather                DataParallel on 2 devices, PyTorch's path: loss(dp(x), y).backward()
-// The main thread runs with set_num_threads(1) in the dp configurations (it only waits and runs
-// the optimizer; the replicas' workers do the work).
+// In the dp configurations the main thread keeps its default intra-op threads (usable cores), as
+// in the CLI: it waits while the replicas' workers run forward and backward, then runs the
+// optimizer step, whose update is split over its team while the workers are idle
+// (--main-threads=N changes it).
 //
 //   bench_parallel [Google Benchmark flags]
-//   bench_parallel --phases=mlp|ref [--steps=N] [--overlap=0|1]
+//   bench_parallel --phases=mlp|ref [--steps=N] [--overlap=0|1] [--main-threads=N]
 //   bench_parallel --run=W/CONFIG [--steps=N]     e.g. --run=mlp/dp2/overlap:0 --steps=500
+//   (--run also knows W/half/threads:1, the plain model on half the batch: two such processes
+//   pinned to one core each give the compute-only ceiling of 2-device DataParallel, every
+//   replica's own forward and backward with nothing copied, reduced or waited for)
 //
 // --run runs 10 warm-up steps and N steps of one configuration and prints µs/step, nothing else:
 // the driver for perf and valgrind --tool=callgrind. (Callgrind's collection toggle acts on the
@@ -59,6 +64,11 @@ extern "C" int openblas_get_num_threads(void);
 
 
 namespace {
+
+// --main-threads=N: the main thread's intra-op threads in the dp configurations (default: usable
+// cores, as in the CLI).
+int g_main_threads = 0;
+int main_threads() { return g_main_threads > 0 ? g_main_threads : lockstep::usable_cores(); }
 
 using lockstep::Tensor;
 using lockstep::bench::Workload;
@@ -134,7 +144,7 @@ Tensor dp_step(Workload& wl, nn::DataParallel& dp, const DpConfig& c) {
 }
 
 void bm_dp(benchmark::State& state, std::string w, DpConfig c) {
-  lockstep::set_num_threads(1);
+  lockstep::set_num_threads(main_threads());
   Workload wl = make(w);
   nn::DataParallel dp = make_dp(wl, c);
   for (int i = 0; i < 3; ++i) dp_step(wl, dp, c);
@@ -158,6 +168,15 @@ Stepper make_stepper(const std::string& w, const std::string& cfg) {
     s.step = [wl] { wl->step(); };
     return s;
   }
+  if (cfg == "half/threads:1") {  // the plain model on the first half of the batch
+    lockstep::set_num_threads(1);
+    wl->batch /= 2;
+    wl->x = lockstep::narrow(wl->x, 0, 0, wl->batch).clone();
+    wl->y = lockstep::narrow(wl->y, 0, 0, wl->batch).clone();
+    s.batch = wl->batch;
+    s.step = [wl] { wl->step(); };
+    return s;
+  }
   DpConfig c;
   if (cfg.rfind("dp1/threads:", 0) == 0) {
     c.devices = 1;
@@ -173,7 +192,7 @@ Stepper make_stepper(const std::string& w, const std::string& cfg) {
   } else {
     throw lockstep::ValueError("unknown configuration " + cfg);
   }
-  lockstep::set_num_threads(1);
+  lockstep::set_num_threads(main_threads());
   auto dp = std::make_shared<nn::DataParallel>(wl->model, cpus(c.devices), std::nullopt, [&] {
     lockstep::parallel::DataParallelOptions o;
     o.threads_per_device = c.threads_per_device;
@@ -341,7 +360,7 @@ int run_phases(const std::string& w, int steps, bool overlap) {
   }
 
   {  // DataParallel, 2 devices x 1 thread
-    lockstep::set_num_threads(1);
+    lockstep::set_num_threads(main_threads());
     auto model = make_model();
     lockstep::optim::SGD opt(model->parameters(), lockstep::optim::SGDOptions{.lr = 0.01});
     lockstep::parallel::DataParallelOptions opts;
@@ -414,6 +433,8 @@ int main(int argc, char** argv) {
       steps = std::atoi(argv[i] + 8);
     else if (std::strncmp(argv[i], "--overlap=", 10) == 0)
       overlap = std::atoi(argv[i] + 10);
+    else if (std::strncmp(argv[i], "--main-threads=", 15) == 0)
+      g_main_threads = std::atoi(argv[i] + 15);
     else
       argv[out++] = argv[i];
   }

@@ -59,7 +59,9 @@ std::vector<Tensor> AccumulateGrad::apply(Tensor grad) {
                      " does not match parameter shape " + v.shape.str());
   {
     NoGradGuard no_grad;
-    if (!v.grad) {
+    if (!v.grad && v.grad_destination && grad.impl_ptr() == v.grad_destination) {
+      v.grad = grad.impl_ptr();  // a formula wrote into the leaf's gradient destination
+    } else if (!v.grad) {
       // Take the incoming buffer when nothing else can see it; copy otherwise (the same gradient
       // tensor may flow to several inputs, e.g. both operands of an add).
       bool exclusive = grad.impl_ptr().use_count() == 1 && grad.impl().storage.use_count() == 1;
@@ -72,6 +74,26 @@ std::vector<Tensor> AccumulateGrad::apply(Tensor grad) {
   Tensor self(variable_);
   for (auto& [id, hook] : v.post_accumulate_hooks) hook(self);
   return {};
+}
+
+void set_grad_destination(const Tensor& leaf, const Tensor& dest) {
+  auto& v = leaf.impl();
+  if (dest.defined() && (dest.shape() != leaf.shape() || dest.dtype() != leaf.dtype() ||
+                         dest.device() != leaf.device()))
+    throw ShapeError("set_grad_destination: destination " + to_string(dest.dtype()) + " " +
+                     dest.shape().str() + " on " + dest.device().str() + " does not match " +
+                     to_string(leaf.dtype()) + " " + leaf.shape().str() + " on " +
+                     leaf.device().str());
+  v.grad_destination = dest.defined() ? dest.impl_ptr() : nullptr;
+  v.grad_destination_taken = false;
+}
+
+Tensor take_grad_destination(const Tensor& leaf) {
+  if (!leaf.defined()) return {};
+  auto& v = leaf.impl();
+  if (!v.grad_destination || v.grad_destination_taken || v.grad) return {};
+  v.grad_destination_taken = true;
+  return Tensor(v.grad_destination);
 }
 
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {

@@ -11,10 +11,14 @@ using autograd::record;
 namespace {
 
 // C = op(A) op(B) for 2-d tensors; A is [m, k] (or [k, m] when ta), B is [k, n] (or [n, k]).
-Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+// Into `into` when it is given ([m, n], A's dtype and device: a gradient destination).
+Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor into = Tensor()) {
   std::int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
   std::int64_t n = tb ? b.size(0) : b.size(1);
-  Tensor c = empty({m, n}, a.options());
+  Tensor c = into.defined() && into.dim() == 2 && into.size(0) == m && into.size(1) == n &&
+                     into.dtype() == a.dtype() && into.device() == a.device()
+                 ? std::move(into)
+                 : empty({m, n}, a.options());
   detail::visit_float(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kernels::dispatch::gemm<T>(ta, tb, m, n, k, T(1), a.data_ptr<T>(), a.size(1), b.data_ptr<T>(),
@@ -83,7 +87,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              Tensor gx, gw, gb;
              if (rx) gx = gemm2d(g2, false, w, false);
              if (rx && !flat) gx = reshape(gx, x.shape());
-             if (rw) gw = gemm2d(g2, true, flat ? x : reshape(x, {rows, in}), false);
+             // dW straight into the weight's gradient destination when it has one (a
+             // GradientReducer bucket slice): no copy of the gradient afterwards.
+             if (rw)
+               gw = gemm2d(g2, true, flat ? x : reshape(x, {rows, in}), false,
+                           autograd::take_grad_destination(w));
              if (rb) gb = detail::sum_to(g2, {outf});
              return std::vector<Tensor>{gx, gw, gb};
            });

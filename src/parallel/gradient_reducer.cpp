@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "lockstep/autograd/grad_mode.h"
+#include "lockstep/autograd/node.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::parallel {
@@ -59,6 +60,7 @@ GradientReducer::~GradientReducer() {
     if (bucket_of_[k] >= 0) {
       Tensor p = flat_.params[k];
       p.remove_post_accumulate_grad_hook(hook_ids_[h++]);
+      autograd::set_grad_destination(p, Tensor());
     }
 }
 
@@ -67,6 +69,8 @@ void GradientReducer::prepare() {
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
     Tensor p = flat_.params[k];
     p.set_grad(Tensor());
+    // Formulas that support it (linear's weight gradient) write straight into the slice.
+    if (bucket_of_[k] >= 0) autograd::set_grad_destination(p, flat_.view_of(grad_view_, k));
     has_grad_[k] = 0;
     written_[k] = 0;
   }
@@ -81,6 +85,7 @@ void GradientReducer::seed(std::size_t i, const Tensor& grad) {
   Tensor view = flat_.view_of(grad_view_, i);
   view.copy_(grad);
   written_[i] = 1;
+  autograd::set_grad_destination(flat_.params[i], Tensor());  // backward must add to the seed
 }
 
 void GradientReducer::mark_ready(std::size_t k) {
@@ -88,15 +93,17 @@ void GradientReducer::mark_ready(std::size_t k) {
   Tensor p = flat_.params[k];
   Tensor view = flat_.view_of(grad_view_, k);
   Tensor g = p.grad();
-  if (g.defined() && g.raw_data() != view.raw_data()) {
-    // The first gradient of this step (AccumulateGrad took backward's buffer): into the slice.
-    NoGradGuard no_grad;
-    if (written_[k])
-      view.add_(g);
-    else
-      view.copy_(g);
+  if (g.defined()) {
+    if (g.raw_data() != view.raw_data()) {
+      // Backward's gradient in its own buffer (AccumulateGrad took it): into the slice.
+      NoGradGuard no_grad;
+      if (written_[k])
+        view.add_(g);
+      else
+        view.copy_(g);
+      p.set_grad(view);
+    }  // else: written into the slice directly (gradient destination) or a repeated backward
     written_[k] = 1;
-    p.set_grad(view);
   }
   if (has_grad_[k]) return;  // a repeated backward: AccumulateGrad added into the slice
   has_grad_[k] = 1;
@@ -156,6 +163,7 @@ void GradientReducer::finalize() {
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
     Tensor p = flat_.params[k];
     p.set_grad(has_grad_[k] ? flat_.view_of(grad_view_, k) : Tensor());
+    autograd::set_grad_destination(p, Tensor());
   }
 }
 

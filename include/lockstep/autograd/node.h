@@ -122,6 +122,20 @@ void record(const char* name, Tensor& output, const std::vector<Tensor>& inputs,
   impl.grad_fn = std::move(node);
 }
 
+/// Gradient destinations: `dest` becomes the tensor backward's formulas may write the gradient of
+/// the leaf `leaf` into directly, instead of a new tensor, once per call (see
+/// take_grad_destination); AccumulateGrad then adopts it as `leaf`'s .grad without a copy. This
+/// is what PyTorch DDP's gradient_as_bucket_view aims at (gradients living in the bucket), minus
+/// the add into a zeroed bucket. GradientReducer points each parameter at its bucket slice before
+/// a backward and clears it after. An undefined `dest` clears it. ShapeError unless `dest` has
+/// `leaf`'s shape, dtype and device.
+void set_grad_destination(const Tensor& leaf, const Tensor& dest);
+
+/// For backward formulas: `leaf`'s destination if it has one not yet taken since
+/// set_grad_destination and `leaf` has no .grad; it is then marked taken (a leaf used twice gets
+/// one in-place write, the rest is summed by the engine as usual). Otherwise undefined.
+Tensor take_grad_destination(const Tensor& leaf);
+
 /// Runs backward from `root` with initial gradient `grad` (same shape as root).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 

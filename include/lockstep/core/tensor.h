@@ -43,6 +43,10 @@ struct TensorImpl {
   std::weak_ptr<autograd::AccumulateGrad> grad_accumulator;
   std::vector<std::pair<int, PostAccumulateGradHook>> post_accumulate_hooks;
   int next_hook_id = 0;
+  // Where backward may write this leaf's gradient in place (autograd::set_grad_destination),
+  // and whether a formula already did in the current backward.
+  std::shared_ptr<TensorImpl> grad_destination;
+  bool grad_destination_taken = false;
 };
 
 /// dtype / device / requires_grad for factory functions, builder style like torch::TensorOptions.

@@ -92,7 +92,14 @@ measure() {
   taskset -c 1 "$BUILD_DIR/bench/bench_parallel" --run=mlp/single/threads:1 --steps=800 >"$dir/p1.txt"
   wait
   p0=$(awk '{print $6}' "$dir/p0.txt") p1=$(awk '{print $6}' "$dir/p1.txt")
-  echo "alone=$alone p0=$p0 p1=$p1" | tee "$dir/ceiling.txt" | sed "s|^|== $tag: 2 independent processes, MLP samples/s: |"
+  # The compute-only ceiling of 2-device DataParallel: two processes that each train the plain
+  # model on half the batch (what one replica computes), pinned to cpu 0 / cpu 1, at once.
+  taskset -c 0 "$BUILD_DIR/bench/bench_parallel" --run=mlp/half/threads:1 --steps=1600 >"$dir/h0.txt" &
+  taskset -c 1 "$BUILD_DIR/bench/bench_parallel" --run=mlp/half/threads:1 --steps=1600 >"$dir/h1.txt"
+  wait
+  local h0 h1
+  h0=$(awk '{print $6}' "$dir/h0.txt") h1=$(awk '{print $6}' "$dir/h1.txt")
+  echo "alone=$alone p0=$p0 p1=$p1 h0=$h0 h1=$h1" | tee "$dir/ceiling.txt" | sed "s|^|== $tag: 2 independent processes, MLP samples/s: |"
   echo "== $tag: PyTorch bench/pytorch_ddp.py"
   "$PY" "$ROOT/bench/pytorch_ddp.py" --min-time "$PT_TIME" --repeats "$REPS" | tee "$dir/pytorch.txt"
   cpu_children; w1=$(date +%s.%N) a1=$(cpu_all) c1=$CHILD_CPU
@@ -192,12 +199,14 @@ for i, d in enumerate(sys.argv[1:], 1):
 med = lambda v: statistics.median(v)
 
 ceil = []
+half_ceil = []
 for d in sys.argv[1:]:
     p = os.path.join(d, "ceiling.txt")
     if os.path.exists(p):
         kv = dict(x.split("=", 1) for x in open(p).read().split() if "=" in x)
         try:
             ceil.append((float(kv["p0"]) + float(kv["p1"])) / float(kv["alone"]))
+            half_ceil.append((float(kv["h0"]) + float(kv["h1"])) / float(kv["alone"]))
         except (KeyError, ValueError, ZeroDivisionError):
             pass
 
@@ -235,6 +244,14 @@ if ceil:
     print("Machine ceiling for 2-way data parallelism on the MLP: two independent single-threaded "
           "processes (plain model, pinned to cpu 0 / cpu 1) together reach "
           f"{med(ceil):.2f}× [{min(ceil):.2f}–{max(ceil):.2f}] the samples/s of one alone.")
+if half_ceil:
+    print()
+    print("Compute-only ceiling of 2-device DataParallel on the MLP: two processes that each train "
+          "the plain model on half the batch (64 rows, what one replica computes), pinned to cpu 0 "
+          "/ cpu 1, together reach "
+          f"{med(half_ceil):.2f}× [{min(half_ceil):.2f}–{max(half_ceil):.2f}] the samples/s of one "
+          "process on the whole batch alone: the most 2 devices can reach with nothing copied, "
+          "reduced or waited for.")
 print()
 print("### Goals (MLP 784-256-256-10, batch 128; DataParallel 2 devices x 1 thread, reducer path)")
 print()

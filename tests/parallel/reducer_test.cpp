@@ -37,6 +37,20 @@ struct RankState {
   std::unique_ptr<parallel::GradientReducer> reducer;
 };
 
+// `n` ranks of a thread group, each with its parameters and reducer. The reducers hold pointers
+// into the states, so they are built in place in a vector that never grows afterwards.
+std::vector<RankState> make_ranks(int n, parallel::ReducerOptions options, int root) {
+  auto groups = dist::new_thread_group(n);
+  std::vector<RankState> ranks(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto& st = ranks[static_cast<std::size_t>(r)];
+    st.flat = parallel::FlatBuffer::build({st.a, st.b}, cpu(0));
+    st.reducer = std::make_unique<parallel::GradientReducer>(
+        st.flat, groups[static_cast<std::size_t>(r)], options, root);
+  }
+  return ranks;
+}
+
 // Gradient that rank r produces for a (b: ten times it) in step s.
 double grad_value(int r, int s) { return (s + 1) * (r + 1); }
 
@@ -50,15 +64,9 @@ TEST(GradientReducer, ASliceWithoutAGradientThisStepContributesZerosNotTheLastSt
       for (int root : {-1, 0}) {
         const std::string what = "cap " + std::to_string(cap) + ", overlap " +
                                  std::to_string(overlap) + ", root " + std::to_string(root);
-        auto groups = dist::new_thread_group(2);
-        std::vector<RankState> ranks(2);
-        for (int r = 0; r < 2; ++r) {
-          auto& st = ranks[static_cast<std::size_t>(r)];
-          st.flat = parallel::FlatBuffer::build({st.a, st.b}, cpu(0));
-          st.reducer = std::make_unique<parallel::GradientReducer>(
-              st.flat, groups[static_cast<std::size_t>(r)],
-              parallel::ReducerOptions{.bucket_cap_bytes = cap, .overlap = overlap}, root);
-        }
+        auto ranks =
+            make_ranks(2, parallel::ReducerOptions{.bucket_cap_bytes = cap, .overlap = overlap},
+                       root);
         for (int s = 0; s < 3; ++s) {
           on_threads(2, [&](int r) {
             auto& st = ranks[static_cast<std::size_t>(r)];
@@ -94,14 +102,7 @@ TEST(GradientReducer, ASliceWithoutAGradientThisStepContributesZerosNotTheLastSt
 }
 
 TEST(GradientReducer, AGradientOnOneRankOnlyReachesTheRootWithItsFlag) {
-  auto groups = dist::new_thread_group(3);
-  std::vector<RankState> ranks(3);
-  for (int r = 0; r < 3; ++r) {
-    auto& st = ranks[static_cast<std::size_t>(r)];
-    st.flat = parallel::FlatBuffer::build({st.a, st.b}, cpu(0));
-    st.reducer = std::make_unique<parallel::GradientReducer>(
-        st.flat, groups[static_cast<std::size_t>(r)], parallel::ReducerOptions{}, 0);
-  }
+  auto ranks = make_ranks(3, parallel::ReducerOptions{}, 0);
   on_threads(3, [&](int r) {
     auto& st = ranks[static_cast<std::size_t>(r)];
     st.reducer->prepare();

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "lockstep/autograd/grad_mode.h"
-#include "optim/chunks.h"
 
 namespace lockstep::optim {
 
@@ -65,21 +64,12 @@ void Adam::step() {
     step_t.fill_(step);
     Tensor& m = state_or_zeros(i, "exp_avg");
     Tensor& v = state_or_zeros(i, "exp_avg_sq");
-    auto update = [&](auto zero) {
-      using T = decltype(zero);
-      T* pd = p.data_ptr<T>();
-      const T* gd = g.data_ptr<T>();
-      T* md = m.data_ptr<T>();
-      T* vd = v.data_ptr<T>();
-      detail::for_chunks(p.numel(), [&](std::int64_t lo, std::int64_t hi) {
-        adam_update<T>(pd + lo, gd + lo, md + lo, vd + lo, hi - lo, options_, lr_, step,
-                       decoupled_);
-      });
-    };
     if (p.dtype() == kFloat64)
-      update(double{});
+      adam_update<double>(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
+                          v.data_ptr<double>(), p.numel(), options_, lr_, step, decoupled_);
     else
-      update(float{});
+      adam_update<float>(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
+                         v.data_ptr<float>(), p.numel(), options_, lr_, step, decoupled_);
   }
 }
 

@@ -1,7 +1,6 @@
 #include "lockstep/optim/sgd.h"
 
 #include "lockstep/autograd/grad_mode.h"
-#include "optim/chunks.h"
 
 namespace lockstep::optim {
 
@@ -45,19 +44,14 @@ void SGD::step() {
       first = !has_state(i, "momentum_buffer");
       buf = state_or_zeros(i, "momentum_buffer");
     }
-    auto update = [&](auto zero) {
-      using T = decltype(zero);
-      T* pd = p.data_ptr<T>();
-      const T* gd = g.data_ptr<T>();
-      T* bd = buf.defined() ? buf.data_ptr<T>() : nullptr;
-      detail::for_chunks(p.numel(), [&](std::int64_t lo, std::int64_t hi) {
-        sgd_update<T>(pd + lo, gd + lo, bd ? bd + lo : nullptr, first, hi - lo, options_, lr_);
-      });
-    };
     if (p.dtype() == kFloat64)
-      update(double{});
+      sgd_update<double>(p.data_ptr<double>(), g.data_ptr<double>(),
+                         buf.defined() ? buf.data_ptr<double>() : nullptr, first, p.numel(),
+                         options_, lr_);
     else
-      update(float{});
+      sgd_update<float>(p.data_ptr<float>(), g.data_ptr<float>(),
+                        buf.defined() ? buf.data_ptr<float>() : nullptr, first, p.numel(),
+                        options_, lr_);
   }
 }
 

@@ -121,40 +121,6 @@ TEST(AdamW, MatchesPyTorchFormulas) {
   EXPECT_FALSE(AllClose(e2, adam_expected(0.05, 0.9, 0.95, 1e-6, 0.5, false)));
 }
 
-// SGD and Adam split large tensors' updates over the calling thread's intra-op team
-// (src/optim/chunks.h); each element's update is independent, so the bits are those of one thread.
-TEST(Optimizer, UpdateSplitOverThreadsIsBitIdenticalToOneThread) {
-  const int saved = get_num_threads();
-  manual_seed(3);
-  const Tensor init = randn({1000, 131});  // 131,000 elements: split on 2 threads, odd tail
-  const Tensor grad = randn({1000, 131});
-  auto run = [&](int threads, auto make) {
-    set_num_threads(threads);
-    Tensor p = init.clone().requires_grad_(true);
-    auto opt = make(p);
-    for (int s = 0; s < 3; ++s) {
-      p.set_grad(mul(grad, 1.0 + s));
-      opt->step();
-    }
-    return p.detach();
-  };
-  auto sgd = [](Tensor p) {
-    return std::make_unique<optim::SGD>(
-        std::vector<Tensor>{p},
-        optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
-  };
-  auto adamw = [](Tensor p) {
-    return std::make_unique<optim::AdamW>(std::vector<Tensor>{p},
-                                          optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
-  };
-  Tensor sgd1 = run(1, sgd), sgd4 = run(4, sgd);
-  Tensor adam1 = run(1, adamw), adam4 = run(4, adamw);
-  set_num_threads(saved);
-  EXPECT_TRUE(BitEqual(sgd4, sgd1));
-  EXPECT_TRUE(BitEqual(adam4, adam1));
-  EXPECT_FALSE(BitEqual(sgd1, init));  // the steps did change the parameters
-}
-
 TEST(Optimizer, ParameterWithoutGradIsUntouchedAndHasNoState) {
   Tensor a = param({1.0, 2.0}), b = param({3.0, -4.0});
   optim::SGD opt({a, b}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.5});

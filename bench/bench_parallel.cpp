@@ -21,8 +21,7 @@
 //   W/dp2/gather                DataParallel on 2 devices, PyTorch's path: loss(dp(x), y).backward()
 // In the dp configurations the main thread keeps its default intra-op threads (usable cores), as
 // in the CLI: it waits while the replicas' workers run forward and backward, then runs the
-// optimizer step, whose update is split over its team while the workers are idle
-// (--main-threads=N changes it).
+// optimizer step (--main-threads=N changes its thread count).
 //
 //   bench_parallel [Google Benchmark flags]
 //   bench_parallel --phases=mlp|ref [--steps=N] [--overlap=0|1] [--main-threads=N]

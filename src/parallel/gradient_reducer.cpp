@@ -144,7 +144,8 @@ void GradientReducer::reduce_bucket(std::size_t b) {
     group_->all_reduce(slice, dist::ReduceOp::Sum);
   else
     group_->reduce(slice, root_, dist::ReduceOp::Sum);
-  bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
+  if (group_->size() > 1)  // a group of one moves nothing
+    bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
   if (last) {
     auto read = [&](const auto* f) {
       for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;

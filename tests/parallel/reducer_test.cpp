@@ -150,6 +150,10 @@ TEST(DataParallel, CpuReplicasReadTheMastersMemoryAndNothingIsCopiedToThem) {
   // Only gradients move: one bucket per replica, reduced to replica 0, of the 8 gradient
   // elements plus the 2 has-grad flags padded to 16 floats (one 64-byte line).
   EXPECT_EQ(dp.bytes_moved_last_step(), 3 * (16 + 8) * 4);
+  // One device: nothing to copy and nothing to reduce.
+  nn::DataParallel one(std::make_shared<nn::Linear>(3, 2), cpus(1), std::nullopt, o);
+  one.forward_backward(x, y, nn::CrossEntropyLoss());
+  EXPECT_EQ(one.bytes_moved_last_step(), 0);
   opt.step();
   for (std::size_t k = 1; k < 3; ++k)
     EXPECT_TRUE(BitEqual(dp.replica(k)->parameters()[0], model->weight)) << "replica " << k;

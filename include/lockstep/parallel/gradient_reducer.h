@@ -65,7 +65,8 @@ class GradientReducer {
   /// Whether parameter i has a gradient after finalize().
   bool has_grad(std::size_t i) const { return has_grad_[i] != 0; }
   std::size_t num_buckets() const { return buckets_.size(); }
-  /// Bytes this rank contributed to reductions in the last step (gradients and flags).
+  /// Bytes this rank contributed to reductions in the last step (gradients and flags; 0 in a
+  /// group of one rank).
   std::int64_t bytes_reduced() const { return bytes_reduced_; }
 
  private:

@@ -137,29 +137,37 @@ inline const char* op_name(dist::ReduceOp op) {
 
 constexpr dist::ReduceOp kOps[] = {dist::ReduceOp::Sum, dist::ReduceOp::Max, dist::ReduceOp::Min};
 
+/// Calls f(T{}, op, numel, salt) for every dtype T, op and size (`large` for sums only), each
+/// case with its own salt (counted up from `salt`).
+template <class F>
+void for_each_case(int world, std::int64_t large, std::uint64_t& salt, F&& f) {
+  for_each_dtype([&](auto zero) {
+    for (dist::ReduceOp op : kOps)
+      for (std::int64_t numel : sizes(world, op == dist::ReduceOp::Sum ? large : 1001))
+        f(zero, op, numel, ++salt);
+  });
+}
+
 /// all_reduce of every dtype, op and size (`large` for sums only): bit-equal to the sequential
 /// rank-order reduction on every rank, and bit-identical across ranks (all_gather of the results).
 inline void all_reduce_matches_rank_order(dist::ProcessGroup& g, std::int64_t large) {
   const int r = g.rank(), n = g.size();
   std::uint64_t salt = 1;
-  for_each_dtype([&](auto zero) {
+  for_each_case(n, large, salt, [&](auto zero, dist::ReduceOp op, std::int64_t numel,
+                                    std::uint64_t seed) {
     using T = decltype(zero);
-    for (dist::ReduceOp op : kOps)
-      for (std::int64_t numel : sizes(n, op == dist::ReduceOp::Sum ? large : 1001)) {
-        ++salt;
-        Tensor t = make<T>(numel, r, salt);
-        g.all_reduce(t, op);
-        EXPECT_TRUE(same_bits(t, rank_order<T>(op, n, numel, salt)))
-            << "rank " << r << " of " << n << ", " << to_string(t.dtype()) << " " << op_name(op)
-            << ", " << numel << " elements";
-        std::vector<Tensor> all;
-        for (int k = 0; k < n; ++k) all.push_back(empty({numel}, t.dtype()));
-        g.all_gather(all, t);
-        for (int k = 0; k < n; ++k)
-          EXPECT_TRUE(same_bits(all[static_cast<std::size_t>(k)], t))
-              << "rank " << k << "'s result differs from rank " << r << "'s ("
-              << to_string(t.dtype()) << " " << op_name(op) << ", " << numel << " elements)";
-      }
+    Tensor t = make<T>(numel, r, seed);
+    g.all_reduce(t, op);
+    EXPECT_TRUE(same_bits(t, rank_order<T>(op, n, numel, seed)))
+        << "rank " << r << " of " << n << ", " << to_string(t.dtype()) << " " << op_name(op)
+        << ", " << numel << " elements";
+    std::vector<Tensor> all;
+    for (int k = 0; k < n; ++k) all.push_back(empty({numel}, t.dtype()));
+    g.all_gather(all, t);
+    for (int k = 0; k < n; ++k)
+      EXPECT_TRUE(same_bits(all[static_cast<std::size_t>(k)], t))
+          << "rank " << k << "'s result differs from rank " << r << "'s (" << to_string(t.dtype())
+          << " " << op_name(op) << ", " << numel << " elements)";
   });
   // The data can tell orders apart: with 3 or more ranks, summing in reverse rank order changes
   // some bits (with 2, a + b == b + a exactly).
@@ -176,19 +184,16 @@ inline void reduce_matches_rank_order(dist::ProcessGroup& g, std::int64_t large)
   const int r = g.rank(), n = g.size();
   std::uint64_t salt = 1000;
   for (int dst = 0; dst < n; ++dst)
-    for_each_dtype([&](auto zero) {
+    for_each_case(n, large, salt, [&](auto zero, dist::ReduceOp op, std::int64_t numel,
+                                      std::uint64_t seed) {
       using T = decltype(zero);
-      for (dist::ReduceOp op : kOps)
-        for (std::int64_t numel : sizes(n, op == dist::ReduceOp::Sum ? large : 1001)) {
-          ++salt;
-          Tensor t = make<T>(numel, r, salt);
-          g.reduce(t, dst, op);
-          if (r == dst) {
-            EXPECT_TRUE(same_bits(t, rank_order<T>(op, n, numel, salt)))
-                << "destination rank " << dst << " of " << n << ", " << to_string(t.dtype())
-                << " " << op_name(op) << ", " << numel << " elements";
-          }
-        }
+      Tensor t = make<T>(numel, r, seed);
+      g.reduce(t, dst, op);
+      if (r == dst) {
+        EXPECT_TRUE(same_bits(t, rank_order<T>(op, n, numel, seed)))
+            << "destination rank " << dst << " of " << n << ", " << to_string(t.dtype()) << " "
+            << op_name(op) << ", " << numel << " elements";
+      }
     });
   for (int bad : {-1, n}) {
     Tensor t = make<float>(3, r, 1);

@@ -121,10 +121,18 @@ void DataParallel::run_on_workers(std::size_t n, const std::function<void(std::s
     rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
 }
 
-void DataParallel::check_master() {
+void DataParallel::check_master(bool gradients) {
   const std::size_t es = element_size(master_.buffer.dtype());
   for (std::size_t j = 0; j < master_.params.size(); ++j) {
     Tensor p = master_.params[j];
+    // Replicas and reducers were set up for the requires_grad flags at wrapping time.
+    if (gradients && p.requires_grad() != replica_flat_.front().params[j].requires_grad())
+      throw ValueError("DataParallel: wrapped parameter " + std::to_string(j) + " " +
+                       p.shape().str() + " now has requires_grad=" +
+                       (p.requires_grad() ? "true" : "false") + " but had " +
+                       (p.requires_grad() ? "false" : "true") +
+                       " when wrapped (wrap the module again after freezing or unfreezing "
+                       "parameters)");
     const char* expected = static_cast<const char*>(master_.buffer.raw_data()) +
                            static_cast<std::size_t>(master_.offsets[j]) * es;
     if (p.raw_data() == expected && p.dtype() == master_.buffer.dtype()) continue;

@@ -81,7 +81,7 @@ Tensor DataParallel::forward(const Tensor& input) {
   if (!input.defined() || input.dim() < 1)
     throw ShapeError("DataParallel: expected an input with a batch dimension, got " +
                      (input.defined() ? input.shape().str() : std::string("undefined")));
-  check_master();
+  check_master(GradMode::is_enabled());
   const bool grad = GradMode::is_enabled();
   const bool input_grad = grad && input.requires_grad();
   const std::uint64_t step = is_training() ? step_++ : step_;
@@ -275,7 +275,7 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
                      " and target " +
                      (target.defined() ? target.shape().str() : std::string("undefined")) +
                      " must have the same batch dimension");
-  check_master();
+  check_master(true);
   if (options_.deterministic) return forward_backward_deterministic(input, target, loss_fn, count);
   const std::int64_t batch = input.size(0);
   const std::size_t n = devices_.size();
@@ -362,9 +362,8 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     return mean_loss();
   }
   const bool seed = local_pending_;
-  // master_grad_ is replica 0's reducer buffer, which this step overwrites: a .grad still viewing
-  // it (no zero_grad() since the last step) is moved out first, so the step adds to its values.
-  release_master_grads();
+  // master_grad_ is replica 0's reducer buffer, which this step overwrites.
+  renew_master_grad_if_held();
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
     if (seed) seed_from_local(k);
@@ -410,6 +409,9 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
 void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
                                            const std::vector<char>& has_grad) {
   NoGradGuard no_grad;
+  // The gather and deterministic paths copy into master_grad_ (the reducer path has already
+  // written it, after the same check).
+  if (flat_grad.raw_data() != master_grad_.raw_data()) renew_master_grad_if_held();
   for (std::size_t j = 0; j < master_.params.size(); ++j) {
     if (!has_grad[j]) continue;
     Tensor p = master_.params[j];
@@ -420,21 +422,18 @@ void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
       Tensor dst = master_.view_of(master_grad_, j);
       if (dst.raw_data() != src.raw_data()) dst.copy_(src);  // the reducer path wrote it there
       p.set_grad(dst);
+      handed_out_.push_back(dst.impl_ptr());
     }
   }
 }
 
-void DataParallel::release_master_grads() {
-  NoGradGuard no_grad;
-  const char* lo = static_cast<const char*>(master_grad_.raw_data());
-  const char* hi = lo + static_cast<std::size_t>(master_grad_.numel()) *
-                            element_size(master_grad_.dtype());
-  for (auto& p : master_.params) {
-    Tensor g = p.grad();
-    if (!g.defined() || g.numel() == 0) continue;
-    const char* d = static_cast<const char*>(g.raw_data());
-    if (d >= lo && d < hi) p.set_grad(g.clone());
-  }
+void DataParallel::renew_master_grad_if_held() {
+  bool held = false;
+  for (const auto& w : handed_out_) held = held || !w.expired();
+  handed_out_.clear();
+  if (!held) return;  // the usual loop: zero_grad() dropped them, the buffer is free
+  reducers_.front()->renew_buffer();
+  master_grad_ = reducers_.front()->flat_grad();
 }
 
 void DataParallel::accumulate_local(std::size_t k) {

@@ -22,8 +22,7 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
   const auto es = static_cast<std::int64_t>(element_size(flat_.buffer.dtype()));
   const std::int64_t per_line = std::max<std::int64_t>(1, 64 / es);
   pad_ = (static_cast<std::int64_t>(n) + per_line - 1) / per_line * per_line;
-  grad_ = zeros({pad_ + flat_.numel}, flat_.buffer.options());
-  grad_view_ = narrow(grad_, 0, pad_, flat_.numel);
+  renew_buffer();
   bucket_of_.assign(n, -1);
   has_grad_.assign(n, 0);
   written_.assign(n, 0);
@@ -62,6 +61,11 @@ GradientReducer::~GradientReducer() {
       p.remove_post_accumulate_grad_hook(hook_ids_[h++]);
       autograd::set_grad_destination(p, Tensor());
     }
+}
+
+void GradientReducer::renew_buffer() {
+  grad_ = zeros({pad_ + flat_.numel}, flat_.buffer.options());
+  grad_view_ = narrow(grad_, 0, pad_, flat_.numel);
 }
 
 void GradientReducer::prepare() {

@@ -164,6 +164,66 @@ TEST(DataParallel, CpuReplicasReadTheMastersMemoryAndNothingIsCopiedToThem) {
   EXPECT_TRUE(AllClose(got, want));
 }
 
+// The master's .grad views replica 0's reducer buffer; a .grad tensor someone still holds must
+// behave as in PyTorch: without zero_grad() the next step accumulates into it in place; after
+// zero_grad() (set to none) it keeps its values. Found by a breaker test; both paths.
+TEST(DataParallel, AHeldGradKeepsPyTorchSemanticsAcrossSteps) {
+  for (bool gather : {false, true}) {
+    manual_seed(11);
+    auto ref = std::make_shared<nn::Linear>(6, 3);
+    auto model = std::static_pointer_cast<nn::Linear>(ref->clone());
+    parallel::DataParallelOptions o;
+    o.threads_per_device = 1;
+    nn::DataParallel dp(model, cpus(2), std::nullopt, o);
+    nn::CrossEntropyLoss ce;
+    auto step = [&](const Tensor& x, const Tensor& y) {
+      ce(ref->forward(x), y).backward();
+      if (gather)
+        ce(dp.forward(x), y).backward();
+      else
+        dp.forward_backward(x, y, ce);
+    };
+    const std::string what = gather ? "gather path" : "reducer path";
+    Tensor x = randn({6, 6}), y = randint(0, 3, {6});
+    Tensor x2 = randn({6, 6}), y2 = randint(0, 3, {6});
+    step(x, y);
+    Tensor held = model->weight.grad();  // the plain model's equivalent: ref->weight.grad()
+    step(x2, y2);                        // no zero_grad: accumulates into `held` in place
+    EXPECT_TRUE(AllClose(held, ref->weight.grad(), 1e-5, 1e-6)) << what;
+    EXPECT_TRUE(AllClose(model->weight.grad(), ref->weight.grad(), 1e-5, 1e-6)) << what;
+    Tensor kept = model->weight.grad();
+    Tensor snapshot = kept.clone();
+    ref->zero_grad();
+    model->zero_grad();
+    step(x, y);  // a new .grad; `kept` keeps its values
+    EXPECT_TRUE(BitEqual(kept, snapshot)) << what;
+    EXPECT_TRUE(AllClose(model->weight.grad(), ref->weight.grad(), 1e-5, 1e-6)) << what;
+  }
+}
+
+// Replicas and reducers follow the requires_grad flags at wrapping time: changing one afterwards
+// is an error naming the parameter, not a silently wrong gradient (a breaker test found the
+// master getting a gradient for a parameter frozen after wrapping).
+TEST(DataParallel, FreezingAParameterAfterWrappingIsAValueError) {
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  parallel::DataParallelOptions o;
+  o.threads_per_device = 1;
+  nn::DataParallel dp(model, cpus(2), std::nullopt, o);
+  Tensor x = randn({4, 3});
+  Tensor y = randint(0, 2, {4});
+  model->weight.requires_grad_(false);
+  expect_error<ValueError>([&] { dp.forward_backward(x, y, nn::CrossEntropyLoss()); },
+                           {"parameter 0", "[2, 3]", "requires_grad=false", "wrap the module again"});
+  expect_error<ValueError>([&] { (void)dp.forward(x); }, {"parameter 0"});
+  {
+    NoGradGuard no_grad;  // evaluation computes no gradient: allowed
+    EXPECT_EQ(dp.forward(x).size(0), 4);
+  }
+  model->weight.requires_grad_(true);  // back as wrapped: works again
+  dp.forward_backward(x, y, nn::CrossEntropyLoss());
+  EXPECT_TRUE(model->weight.grad().defined());
+}
+
 TEST(Storage, AnAliasSharesCpuMemoryUnderAnotherDeviceAndOnlyCpu) {
   auto base = std::make_shared<Storage>(64, cpu(0));
   {

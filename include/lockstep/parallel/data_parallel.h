@@ -89,7 +89,9 @@ class DataParallel : public nn::Module {
   /// the gradients and adds them into the wrapped module's .grad (creating it where none).
   /// Returns the mean loss over the global batch (0-d, no graph; NaN when nothing counts, as
   /// PyTorch's mean over no elements). ShapeError when input and target disagree on dim 0 or the
-  /// loss is not a scalar; AutogradError when the loss does not depend on the parameters.
+  /// loss is not a scalar; AutogradError when the loss does not depend on the parameters;
+  /// ValueError when a wrapped parameter was frozen or unfrozen (requires_grad changed) after
+  /// wrapping (forward() too, unless grad mode is off): wrap the module again instead.
   Tensor forward_backward(const Tensor& input, const Tensor& target, const LossFn& loss_fn,
                           const LossCount& count = {});
   /// CrossEntropyLoss: chunks are weighted by their targets that are not ignore_index.
@@ -216,8 +218,9 @@ class DataParallel : public nn::Module {
   std::int64_t parameter_copy_bytes(std::size_t replicas) const;
   // Before each step: a master parameter whose data was replaced (`set_data`, PyTorch's
   // `param.data = ...`) is copied back into the flat buffer; one moved to another device or
-  // reshaped is an error.
-  void check_master();
+  // reshaped is an error; so is one frozen / unfrozen (requires_grad changed) since wrapping when
+  // the step computes gradients (`gradients`).
+  void check_master(bool gradients);
   std::vector<Shard> shards(std::int64_t batch) const;
   std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t nshards) const;
   Plan plan(std::int64_t batch) const;
@@ -232,9 +235,11 @@ class DataParallel : public nn::Module {
   // Backward of loss · weight, with the checks forward_backward documents.
   void backward_weighted(const Tensor& loss, double weight) const;
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
-  // Gives every master .grad that views master_grad_ its own copy (before the reducer path
-  // overwrites master_grad_).
-  void release_master_grads();
+  // Before the reducer path overwrites master_grad_ (replica 0's reducer buffer): when a .grad
+  // handed out from it is still alive (held by a parameter that was not zero_grad()ed, or by the
+  // caller), replica 0's reducer gets a fresh buffer, so that tensor keeps its values and a
+  // parameter's .grad is accumulated into in place, as PyTorch does.
+  void renew_master_grad_if_held();
   // no_sync(): adds replica k's gradients into its accumulation buffer and clears them.
   void accumulate_local(std::size_t k);
   // no_sync(): after reducers_[k]->prepare(), seeds replica k's reducer with its pending buffer.
@@ -246,6 +251,8 @@ class DataParallel : public nn::Module {
   DataParallelOptions options_;
   FlatBuffer master_;
   Tensor master_grad_;
+  // The .grad views of master_grad_ handed to master parameters (see renew_master_grad_if_held).
+  std::vector<std::weak_ptr<TensorImpl>> handed_out_;
   std::vector<std::shared_ptr<nn::Module>> replicas_;
   std::vector<FlatBuffer> replica_flat_;
   std::vector<std::unique_ptr<DeviceWorker>> workers_;

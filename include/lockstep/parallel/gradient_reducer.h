@@ -60,6 +60,10 @@ class GradientReducer {
   /// slice of flat_grad().
   void finalize();
 
+  /// Gives the reducer a new, zeroed gradient buffer (before prepare()); tensors viewing the old
+  /// one keep their values. DataParallel calls it when a .grad it handed out from the old buffer
+  /// is still held by someone.
+  void renew_buffer();
   /// The reduced gradients after finalize(), laid out as the flat parameter buffer.
   const Tensor& flat_grad() const { return grad_view_; }
   /// Whether parameter i has a gradient after finalize().

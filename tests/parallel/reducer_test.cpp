@@ -224,25 +224,6 @@ TEST(DataParallel, FreezingAParameterAfterWrappingIsAValueError) {
   EXPECT_TRUE(model->weight.grad().defined());
 }
 
-// A loss function that reads a master parameter directly (instead of through the module) mixes
-// cpu:0 tensors into other replicas' graphs: a DeviceError naming the replica, not a wrong result.
-TEST(DataParallel, ALossReadingAMasterParameterIsADeviceErrorNamingTheReplica) {
-  auto model = std::make_shared<nn::Linear>(3, 2);
-  parallel::DataParallelOptions o;
-  o.threads_per_device = 1;
-  nn::DataParallel dp(model, cpus(3), std::nullopt, o);
-  Tensor w = model->weight;
-  nn::CrossEntropyLoss ce;
-  expect_error<DeviceError>(
-      [&] {
-        dp.forward_backward(randn({6, 3}), randint(0, 2, {6}),
-                            [&](const Tensor& out, const Tensor& t) {
-                              return add(ce(out, t), sum(mul(w, w)));
-                            });
-      },
-      {"DataParallel replica on cpu:1", "cpu:0"});
-}
-
 TEST(Storage, AnAliasSharesCpuMemoryUnderAnotherDeviceAndOnlyCpu) {
   auto base = std::make_shared<Storage>(64, cpu(0));
   {

@@ -3,7 +3,7 @@
 // live in one flat buffer and its gradients in another; gradients are grouped into buckets of at
 // most `bucket_cap_bytes` in reverse parameter order (the order backward produces them) and each
 // bucket is reduced as soon as all of its gradients are final, from the gradient hook on
-// the thread running backward. The all-reduce is a blocking call there: the rest of this
+// the thread running backward. The reduction is a blocking call there: the rest of this
 // replica's backward waits for it (other replicas and ranks keep computing). PyTorch hands ready
 // buckets to a communication thread instead; an asynchronous ProcessGroup call would be needed
 // for that, and is not built. Buckets are reduced strictly in index order on every rank, so ranks

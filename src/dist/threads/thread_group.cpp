@@ -69,42 +69,12 @@ class ThreadGroup : public ProcessGroup {
   int size() const override { return s_->size; }
   std::string backend() const override { return "threads"; }
 
-  void all_reduce(Tensor& t, ReduceOp op) override {
-    publish(t.raw_data(), t.numel(), t.dtype());
-    check_matching("all_reduce");
-    auto [lo, hi] = my_slice(t.numel());
-    switch (t.dtype()) {
-      case DType::Float32:
-        reduce_slice<float>(op, lo, hi);
-        break;
-      case DType::Float64:
-        reduce_slice<double>(op, lo, hi);
-        break;
-      case DType::Int64:
-        reduce_slice<std::int64_t>(op, lo, hi);
-        break;
-    }
-    s_->arrive_and_wait();
-  }
+  void all_reduce(Tensor& t, ReduceOp op) override { reduce_into(t, op, -1, "all_reduce"); }
 
   // Like all_reduce, but each rank writes its slice of the result into dst's buffer only.
   void reduce(Tensor& t, int dst, ReduceOp op) override {
     check_root("reduce", dst);
-    publish(t.raw_data(), t.numel(), t.dtype());
-    check_matching("reduce");
-    auto [lo, hi] = my_slice(t.numel());
-    switch (t.dtype()) {
-      case DType::Float32:
-        reduce_slice<float>(op, lo, hi, dst);
-        break;
-      case DType::Float64:
-        reduce_slice<double>(op, lo, hi, dst);
-        break;
-      case DType::Int64:
-        reduce_slice<std::int64_t>(op, lo, hi, dst);
-        break;
-    }
-    s_->arrive_and_wait();
+    reduce_into(t, op, dst, "reduce");
   }
 
   void broadcast(Tensor& t, int root) override {
@@ -189,6 +159,25 @@ class ThreadGroup : public ProcessGroup {
     }
   }
 
+  // all_reduce (dst < 0) and reduce (into rank dst): publish, check, this rank's slice, done.
+  void reduce_into(Tensor& t, ReduceOp op, int dst, const char* name) {
+    publish(t.raw_data(), t.numel(), t.dtype());
+    check_matching(name);
+    auto [lo, hi] = my_slice(t.numel());
+    switch (t.dtype()) {
+      case DType::Float32:
+        reduce_slice<float>(op, lo, hi, dst);
+        break;
+      case DType::Float64:
+        reduce_slice<double>(op, lo, hi, dst);
+        break;
+      case DType::Int64:
+        reduce_slice<std::int64_t>(op, lo, hi, dst);
+        break;
+    }
+    s_->arrive_and_wait();
+  }
+
   std::pair<std::int64_t, std::int64_t> my_slice(std::int64_t n) const {
     return {n * rank_ / size(), n * (rank_ + 1) / size()};
   }
@@ -198,7 +187,7 @@ class ThreadGroup : public ProcessGroup {
   // parameter, not a per-element switch (with_op), so the loops vectorise; the common 2-rank case
   // is one fused pass.
   template <class T>
-  void reduce_slice(ReduceOp op, std::int64_t lo, std::int64_t hi, int dst = -1) {
+  void reduce_slice(ReduceOp op, std::int64_t lo, std::int64_t hi, int dst) {
     with_op<T>(op, [&](auto combine) { reduce_slice_with<T>(combine, lo, hi, dst); });
   }
 

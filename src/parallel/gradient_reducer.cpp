@@ -5,6 +5,7 @@
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
 #include "lockstep/ops/ops.h"
+#include "ops/op_utils.h"
 
 namespace lockstep::parallel {
 
@@ -36,13 +37,13 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
       open = false;
     }
     if (!open) {
-      cur = Bucket{lo, hi, 0, 0};
+      cur = Bucket{lo, hi, {}, 0};
       open = true;
     }
     cur.lo = lo;
     if (flat_.params[k].requires_grad()) {
       bucket_of_[k] = static_cast<int>(buckets_.size());
-      ++cur.pending_init;
+      cur.params.push_back(k);
     }
   }
   if (open) buckets_.push_back(cur);
@@ -78,7 +79,7 @@ void GradientReducer::prepare() {
     has_grad_[k] = 0;
     written_[k] = 0;
   }
-  for (auto& b : buckets_) b.pending = b.pending_init;
+  for (auto& b : buckets_) b.pending = b.params.size();
   next_bucket_ = 0;
   bytes_reduced_ = 0;
   active_ = true;
@@ -124,24 +125,20 @@ void GradientReducer::reduce_bucket(std::size_t b) {
   NoGradGuard no_grad;
   const Bucket& bucket = buckets_[b];
   // Slices that got no gradient on this rank contribute zeros.
-  for (std::size_t k = 0; k < flat_.params.size(); ++k)
-    if (bucket_of_[k] == static_cast<int>(b) && !written_[k]) {
+  for (std::size_t k : bucket.params)
+    if (!written_[k]) {
       flat_.view_of(grad_view_, k).zero_();
       written_[k] = 1;
     }
   // The last bucket also carries the has-grad flags, which sit just in front of it.
   const bool last = b + 1 == buckets_.size();
   const std::size_t n = flat_.params.size();
-  auto flags = [&](auto* f) {
-    using T = std::remove_pointer_t<decltype(f)>;
-    for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
-  };
-  if (last) {
-    if (grad_.dtype() == kFloat64)
-      flags(grad_.data_ptr<double>());
-    else
-      flags(grad_.data_ptr<float>());
-  }
+  if (last)
+    detail::visit_float(grad_.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      T* f = grad_.data_ptr<T>();
+      for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
+    });
   const std::int64_t lo = last ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
   Tensor slice = narrow(grad_, 0, lo, hi - lo);
   if (root_ < 0)
@@ -150,15 +147,11 @@ void GradientReducer::reduce_bucket(std::size_t b) {
     group_->reduce(slice, root_, dist::ReduceOp::Sum);
   if (group_->size() > 1)  // a group of one moves nothing
     bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
-  if (last) {
-    auto read = [&](const auto* f) {
+  if (last)
+    detail::visit_float(grad_.dtype(), [&](auto zero) {
+      const auto* f = grad_.data_ptr<decltype(zero)>();
       for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
-    };
-    if (grad_.dtype() == kFloat64)
-      read(grad_.data_ptr<double>());
-    else
-      read(grad_.data_ptr<float>());
-  }
+    });
 }
 
 void GradientReducer::finalize() {

@@ -75,9 +75,9 @@ class GradientReducer {
 
  private:
   struct Bucket {
-    std::int64_t lo = 0, hi = 0;  // element range of the flat buffer
-    int pending_init = 0;
-    int pending = 0;
+    std::int64_t lo = 0, hi = 0;      // element range of the flat buffer
+    std::vector<std::size_t> params;  // the parameters in it that require grad
+    std::size_t pending = 0;          // of those, how many have no gradient yet this step
   };
   void mark_ready(std::size_t param);
   void reduce_ready_buckets();

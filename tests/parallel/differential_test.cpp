@@ -234,9 +234,10 @@ TEST(DataParallelVsPlainShare, SameModuleRegisteredTwiceInSequential) {
   auto base = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
       lin, std::make_shared<nn::Tanh>(), lin, std::make_shared<nn::Tanh>(),
       std::make_shared<nn::Linear>(6, 3)});
-  // no optimizer momentum confusion: compare grads on a plain reference that shares too
+  // The reference shares its Linear the same way; built from copies of the values (wrapping
+  // moves the wrapped model's parameters into the flat buffer). Plain SGD steps by hand.
   nn::CrossEntropyLoss ce;
-  auto model = base;  // wrapping changes storage; reference built from a fresh identical net
+  auto model = base;
   auto rlin = std::make_shared<nn::Linear>(6, 6);
   auto rlast = std::make_shared<nn::Linear>(6, 3);
   {
@@ -260,7 +261,6 @@ TEST(DataParallelVsPlainShare, SameModuleRegisteredTwiceInSequential) {
       dp.forward_backward(x, y, ce);
     EXPECT_TRUE(AllClose(lin->weight.grad(), rlin->weight.grad(), 1e-4, 1e-5)) << "step " << step;
     EXPECT_TRUE(AllClose(lin->weight, rlin->weight)) << "step " << step;
-    // manual SGD step on the unique tensors
     NoGradGuard ng;
     lin->weight.add_(mul(lin->weight.grad(), -0.1));
     rlin->weight.add_(mul(rlin->weight.grad(), -0.1));
@@ -271,7 +271,7 @@ TEST(DataParallelVsPlainShare, SameModuleRegisteredTwiceInSequential) {
   }
 }
 
-// A loss function that reads a master parameter directly (reducer path).
+// Throws a ShapeError in the replica on cpu:1 while g_fail is set.
 std::atomic<bool> g_fail{false};
 struct Faulty2 : nn::Cloneable<Faulty2> {
   std::shared_ptr<nn::Linear> fc, out;

@@ -313,9 +313,9 @@ void add_train_command(CLI::App& app, CliOptions& options) {
             }
           },
           "Comma-separated devices to replicate the model on, e.g. cpu:0,cpu:1 (cpu:k is a "
-          "logical CPU worker, any k >= 0; cuda:k must exist)" +
-              dflt("every GPU if any, otherwise one CPU device per usable core: " +
-                   device_list(parallel::default_devices()) + " here"))
+          "logical CPU worker, any k >= 0; cuda:k is refused until DataParallel runs on GPUs)" +
+              dflt("one CPU device per usable core: " + device_list(parallel::default_devices()) +
+                   " here"))
       ->type_name("LIST");
   train
       ->add_option("--init", c.init,

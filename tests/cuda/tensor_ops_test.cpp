@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,9 @@ std::vector<OpCase> op_cases() {
   }
   return c;
 }
+
+// gtest prints the parameter of a failing or skipped case: the op's name.
+void PrintTo(const OpCase& op, std::ostream* os) { *os << op.name; }
 
 class CudaOps : public ::testing::TestWithParam<OpCase> {};
 

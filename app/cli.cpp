@@ -297,7 +297,15 @@ void add_train_command(CLI::App& app, CliOptions& options) {
           [&c](const std::string& list) {
             try {
               c.devices = parallel::parse_devices(list);
-              for (const Device& d : c.devices) check_device_available(d);
+              for (const Device& d : c.devices) {
+                check_device_available(d);
+                // The CLI trains through DataParallel, whose GPU path needs the NCCL group.
+                if (d.is_cuda())
+                  throw DeviceError(d.str() +
+                                    ": training on GPUs from the CLI is not built yet (it "
+                                    "needs the NCCL process group, docs/cuda.md); use cpu:k "
+                                    "devices");
+              }
             } catch (const DeviceError& e) {
               throw DeviceError(std::string("--devices: ") + e.what());
             } catch (const ValueError& e) {
@@ -391,16 +399,16 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
 std::string version_text() {
   const bool mpi = dist::mpi_available();
 #ifdef LOCKSTEP_HAS_CUDA
-  const bool cuda = true;  // -DLOCKSTEP_CUDA=ON: runtime, allocator and kernels (docs/cuda.md)
+  const bool cuda = true;  // -DLOCKSTEP_CUDA=ON: cuda:k tensors, one GPU (docs/cuda.md)
 #else
   const bool cuda = false;
 #endif
   return std::string("lockstep ") + LOCKSTEP_VERSION +
          "\nbackends built: threads (cpu:k devices, in-process process group)" +
          (mpi ? ", mpi (one rank per process under mpirun)" : "") +
-         (cuda ? ", cuda (runtime, allocator and kernels only)" : "") +
+         (cuda ? ", cuda (cuda:k tensors and ops of the reference workload, one GPU)" : "") +
          "\nbackends not built: " + (mpi ? "" : "MPI, ") +
-         (cuda ? "NCCL, cuda:k tensors" : "NCCL/CUDA");
+         (cuda ? "NCCL (DataParallel/DDP and the CLI on GPUs)" : "NCCL/CUDA");
 }
 
 std::unique_ptr<CLI::App> make_cli(CliOptions& options) {

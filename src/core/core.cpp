@@ -10,6 +10,8 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/shape.h"
 #include "lockstep/core/storage.h"
+#include "lockstep/cuda/allocator.h"
+#include "lockstep/cuda/runtime.h"
 
 namespace lockstep {
 
@@ -61,10 +63,20 @@ std::string Device::str() const {
 }
 
 void check_device_available(Device d) {
-  if (d.is_cuda())
-    throw DeviceError("device " + d.str() +
-                      " is not available: this build has no CUDA backend (CPU devices "
-                      "cpu:0, cpu:1, ... are)");
+  if (!d.is_cuda()) return;
+#if LOCKSTEP_HAS_CUDA
+  const int count = cuda::device_count();
+  if (d.index < count) return;
+  throw DeviceError("device " + d.str() + " is not available: " +
+                    (count == 0
+                         ? "no CUDA device (" + cuda::unavailable_reason() + ")"
+                         : "this process sees " + std::to_string(count) +
+                               " CUDA device(s), cuda:0 to cuda:" + std::to_string(count - 1)));
+#else
+  throw DeviceError("device " + d.str() +
+                    " is not available: this build has no CUDA backend (CPU devices "
+                    "cpu:0, cpu:1, ... are)");
+#endif
 }
 
 Shape::Shape(std::initializer_list<std::int64_t> dims)
@@ -106,7 +118,10 @@ bool operator==(const Shape& a, const Shape& b) {
 
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   check_device_available(device);
-  data_ = detail::cpu_allocate(nbytes, &capacity_);
+  if (device.is_cuda())
+    data_ = cuda::caching_allocator_alloc(nbytes, device.index);  // nullptr for 0 bytes
+  else
+    data_ = detail::cpu_allocate(nbytes, &capacity_);
 }
 
 Storage::Storage(std::shared_ptr<Storage> base, Device device) : device_(device) {
@@ -121,7 +136,11 @@ Storage::Storage(std::shared_ptr<Storage> base, Device device) : device_(device)
 }
 
 Storage::~Storage() {
-  if (!base_) detail::cpu_free(data_, capacity_);
+  if (base_) return;
+  if (device_.is_cuda())
+    cuda::caching_allocator_delete(data_);  // reusable at once: see the stream rule, allocator.h
+  else
+    detail::cpu_free(data_, capacity_);
 }
 
 }  // namespace lockstep

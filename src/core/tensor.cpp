@@ -1,5 +1,4 @@
 // Tensor handle methods and factory functions.
-#include "lockstep/core/pool.h"
 #include "lockstep/core/tensor.h"
 
 #include <cmath>
@@ -10,7 +9,9 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
+#include "lockstep/core/pool.h"
 #include "lockstep/ops/ops.h"
+#include "ops/cuda_ops.h"
 #include "ops/op_utils.h"
 
 namespace lockstep {
@@ -40,9 +41,22 @@ void Tensor::check_dtype(DType want, const char* what) const {
                      to_string(dtype()) + ", not " + to_string(want));
 }
 
+void Tensor::check_host_access(DType want, const char* what) const {
+  if (!device().is_cpu()) {
+    const std::string dev = device().str();
+    throw DeviceError(std::string(what) + ": the tensor is on " + dev +
+                      " (device memory); host code cannot read it. This operation has no path "
+                      "for cuda:k tensors (docs/cuda.md lists the ops that do): copy the tensor "
+                      "to the host with .to(lockstep::cpu()) first; backends use "
+                      "device_data_ptr()");
+  }
+  check_dtype(want, what);
+}
+
 double Tensor::item() const {
   if (numel() != 1)
     throw ShapeError("item(): expected a tensor with one element, got shape " + shape().str());
+  if (!device().is_cpu()) return to(cpu()).item();
   switch (dtype()) {
     case DType::Float32:
       return *data_ptr<float>();
@@ -56,6 +70,7 @@ double Tensor::item() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  if (!device().is_cpu()) return detach().to(cpu()).to_vector<T>();
   std::vector<T> out(static_cast<std::size_t>(numel()));
   switch (dtype()) {
     case DType::Float32: {
@@ -114,6 +129,9 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   } else if (g.shape() != shape()) {
     throw ShapeError("backward(): gradient shape " + g.shape().str() +
                      " does not match output shape " + shape().str());
+  } else if (g.device() != device() && (g.device().is_cuda() || device().is_cuda())) {
+    throw DeviceError("backward(): gradient on " + g.device().str() + " for an output on " +
+                      device().str());
   }
   autograd::run_backward(*this, g, retain_graph);
 }
@@ -138,7 +156,11 @@ Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
   check_device_available(device);
   Tensor out = empty(shape(), options().device(device));
-  std::memcpy(out.raw_data(), raw_data(), static_cast<std::size_t>(numel()) * element_size(dtype()));
+  if (device.is_cpu() && this->device().is_cpu())
+    std::memcpy(out.raw_data(), raw_data(),
+                static_cast<std::size_t>(numel()) * element_size(dtype()));
+  else
+    cuda_ops::copy(*this, out);
   if (autograd::needs_grad({this}))
     autograd::record("ToDeviceBackward", out, {this}, [src = this->device()](const Tensor& g) {
       return std::vector<Tensor>{g.to(src)};
@@ -148,6 +170,14 @@ Tensor Tensor::to(Device device) const {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
+  if (!device().is_cpu()) {  // through host memory: cast there, copy back
+    Tensor out = detach().to(cpu()).to(dtype).to(device());
+    if (is_floating(dtype) && autograd::needs_grad({this}))
+      autograd::record("ToDTypeBackward", out, {this}, [src = this->dtype()](const Tensor& g) {
+        return std::vector<Tensor>{g.to(src)};
+      });
+    return out;
+  }
   Tensor out = empty(shape(), options().dtype(dtype));
   std::int64_t n = numel();
   auto convert = [&](auto* dst) {
@@ -175,7 +205,11 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), options());
-  std::memcpy(out.raw_data(), raw_data(), static_cast<std::size_t>(numel()) * element_size(dtype()));
+  if (device().is_cpu())
+    std::memcpy(out.raw_data(), raw_data(),
+                static_cast<std::size_t>(numel()) * element_size(dtype()));
+  else
+    cuda_ops::copy(*this, out);
   if (autograd::needs_grad({this}))
     autograd::record("CloneBackward", out, {this},
                      [](const Tensor& g) { return std::vector<Tensor>{g}; });
@@ -205,7 +239,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (src.shape() != shape())
     throw ShapeError("copy_: source shape " + src.shape().str() + " does not match " +
                      shape().str());
-  if (src.dtype() == dtype()) {
+  if (!device().is_cpu() || !src.device().is_cpu()) {  // any pair of devices, one a GPU
+    cuda_ops::copy(src.dtype() == dtype() ? src : src.detach().to(dtype()), *this);
+  } else if (src.dtype() == dtype()) {
     std::memmove(raw_data(), src.raw_data(), static_cast<std::size_t>(numel()) * element_size(dtype()));
   } else {
     Tensor c = src.detach().to(dtype());
@@ -216,6 +252,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
+  if (!device().is_cpu()) {
+    cuda_ops::fill(*this, value);
+    return *this;
+  }
   std::int64_t n = numel();
   switch (dtype()) {
     case DType::Float32: {
@@ -242,6 +282,11 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   detail::check_same("add_", *this, other);
   if (other.numel() != numel() && other.numel() != 1)
     throw ShapeError("add_: cannot add " + other.shape().str() + " into " + shape().str());
+  if (!device().is_cpu()) {
+    if (dtype() == kInt64) detail::not_on_cuda("add_", *this, "int64 add_");
+    cuda_ops::add_(*this, other, alpha);
+    return *this;
+  }
   std::int64_t n = numel();
   bool bcast = other.numel() == 1 && n != 1;
   auto go = [&](auto* p, const auto* q) {
@@ -272,6 +317,11 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 
 Tensor& Tensor::mul_(double value) {
   check_inplace(*this, "mul_");
+  if (!device().is_cpu()) {
+    if (dtype() == kInt64) detail::not_on_cuda("mul_", *this, "int64 mul_");
+    cuda_ops::mul_(*this, value);
+    return *this;
+  }
   std::int64_t n = numel();
   auto go = [&](auto* p) {
     using T = std::remove_pointer_t<decltype(p)>;
@@ -353,7 +403,21 @@ Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, op
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
 
+namespace {
+// Factories that draw or count on the host make a cuda:k tensor by building it on the CPU and
+// copying it over (one upload): the same values on every device.
+template <class F>
+Tensor via_host(TensorOptions opts, F make) {
+  check_device_available(opts.device_);
+  Tensor t = make(opts.device(cpu()).requires_grad(false)).to(opts.device_);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
 Tensor arange(double start, double end, double step, TensorOptions opts) {
+  if (!opts.device_.is_cpu())
+    return via_host(opts, [&](TensorOptions o) { return arange(start, end, step, o); });
   if (step == 0) throw ValueError("arange: step must be non-zero");
   double n = std::ceil((end - start) / step);
   std::int64_t count = n > 0 ? static_cast<std::int64_t>(n) : 0;
@@ -402,6 +466,8 @@ Tensor fill_random(const Shape& shape, TensorOptions opts, Generator* gen, const
 }  // namespace
 
 Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
+  if (!opts.device_.is_cpu())
+    return via_host(opts, [&](TensorOptions o) { return randn(shape, o, gen); });
   // Box-Muller: one normal per pair of uniforms (the sine half is discarded so that element i
   // depends only on the stream position, not on the tensor's size).
   return fill_random(shape, opts, gen, "randn", [](Generator& g, bool) {
@@ -412,6 +478,8 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
 }
 
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
+  if (!opts.device_.is_cpu())
+    return via_host(opts, [&](TensorOptions o) { return rand(shape, o, gen); });
   return fill_random(shape, opts, gen, "rand", [](Generator& g, bool single) {
     return single ? static_cast<double>(g.next_float()) : g.next_double();
   });
@@ -419,6 +487,8 @@ Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
 
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, TensorOptions opts,
                Generator* gen) {
+  if (!opts.device_.is_cpu())
+    return via_host(opts, [&](TensorOptions o) { return randint(low, high, shape, o, gen); });
   if (high <= low)
     throw ValueError("randint: high (" + std::to_string(high) + ") must be greater than low (" +
                      std::to_string(low) + ")");

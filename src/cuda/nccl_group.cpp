@@ -84,7 +84,7 @@ const char* op_name(ReduceOp op) {
 
 // The device address of a tensor's first element. The tensor's device has been checked to be
 // this rank's GPU before this is called.
-void* address(const Tensor& t) { return t.raw_data(); }
+void* address(const Tensor& t) { return t.device_raw_data(); }
 
 enum Collective : std::int64_t {
   kAllReduce = 1,

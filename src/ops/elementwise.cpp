@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
 
@@ -30,6 +31,17 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   Tensor out = empty(shape, g.options());
+  if (!g.device().is_cpu()) {
+    // The two reductions the CUDA ops need: to one element (a scalar operand) and [rows, cols]
+    // to [cols] (a bias-like operand).
+    if (out.numel() == 1 && is_floating(g.dtype()))
+      cuda_ops::sum_all(g, 1.0, out);
+    else if (g.dim() == 2 && shape.size() == 1 && shape[0] == g.size(1) && is_floating(g.dtype()))
+      cuda_ops::bias_grad(g, out);
+    else
+      not_on_cuda("sum_to", g, "reducing " + g.shape().str() + " to " + shape.str());
+    return out;
+  }
   kernels::dispatch::sum_to(g, out);
   return out;
 }
@@ -42,14 +54,27 @@ Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tens
   detail::check_same(name, a, b);
   Shape s = detail::broadcast_shapes(name, a.shape(), b.shape());
   Tensor out = empty(s, a.options());
+  if (!a.device().is_cpu()) {
+    // Each operand has the result's element count (identical shapes up to size-1 dimensions: the
+    // same element order) or one element (a tensor op a scalar); other broadcasting and int64
+    // have no CUDA path yet.
+    const std::int64_t n = out.numel();
+    auto fits = [n](const Tensor& t) { return t.numel() == n || t.numel() == 1; };
+    if (n != 0 && !(fits(a) && fits(b)))
+      detail::not_on_cuda(name, a, "broadcasting " + a.shape().str() + " with " + b.shape().str());
+    if (!is_floating(a.dtype())) detail::not_on_cuda(name, a, to_string(a.dtype()) + " " + name);
+    cuda_ops::binary(op, a, b, out);
+    return out;
+  }
   kernels::dispatch::binary(op, a, b, out);
   return out;
 }
 
-// out[i] = f(x[i]) for float tensors.
+// out[i] = f(x[i]) for float tensors (CPU only: the ops built on it have no CUDA path).
 template <class F>
 Tensor map1(const char* name, const Tensor& x, F f) {
   detail::check_floating(name, x);
+  detail::require_cpu(name, x);
   Tensor out = empty(x.shape(), x.options());
   std::int64_t n = x.numel();
   detail::visit_float(x.dtype(), [&](auto zero) {
@@ -142,6 +167,7 @@ Tensor mul(const Tensor& a, double s) {
 
 Tensor eq(const Tensor& a, const Tensor& b) {
   detail::check_same("eq", a, b);
+  detail::require_cpu("eq", a);
   Tensor diff = binary_forward("eq", BinaryOp::Sub, a.detach(), b.detach());
   Tensor out = empty(diff.shape(), kInt64);
   auto* po = out.data_ptr<std::int64_t>();
@@ -166,17 +192,24 @@ Tensor neg(const Tensor& a) {
   detail::check_defined("neg", a);
   Tensor out = empty(a.shape(), a.options());
   std::int64_t n = a.numel();
-  switch (a.dtype()) {
-    case DType::Float32:
-      for (std::int64_t i = 0; i < n; ++i) out.data_ptr<float>()[i] = -a.data_ptr<float>()[i];
-      break;
-    case DType::Float64:
-      for (std::int64_t i = 0; i < n; ++i) out.data_ptr<double>()[i] = -a.data_ptr<double>()[i];
-      break;
-    case DType::Int64:
-      for (std::int64_t i = 0; i < n; ++i)
-        out.data_ptr<std::int64_t>()[i] = -a.data_ptr<std::int64_t>()[i];
-      break;
+  if (!a.device().is_cpu()) {
+    if (!is_floating(a.dtype())) detail::not_on_cuda("neg", a, "int64 neg");
+    cuda_ops::neg(a, out);
+  } else {
+    auto go = [&](auto* po, const auto* pa) {
+      for (std::int64_t i = 0; i < n; ++i) po[i] = -pa[i];
+    };
+    switch (a.dtype()) {
+      case DType::Float32:
+        go(out.data_ptr<float>(), a.data_ptr<float>());
+        break;
+      case DType::Float64:
+        go(out.data_ptr<double>(), a.data_ptr<double>());
+        break;
+      case DType::Int64:
+        go(out.data_ptr<std::int64_t>(), a.data_ptr<std::int64_t>());
+        break;
+    }
   }
   if (needs_grad({&a}))
     record("NegBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
@@ -208,12 +241,25 @@ Tensor sqrt(const Tensor& a) {
   return out;
 }
 
+// The two activations of the reference workload have CUDA paths (kernels::cuda, same formulas).
 Tensor relu(const Tensor& a) {
   // As PyTorch: NaN and -0.0 pass through (relu(nan) is nan), and the gradient is
   // threshold_backward's: 0 where the output <= 0, the incoming gradient elsewhere (NaN too).
-  Tensor out = map1("relu", a, [](auto x) { return x < 0 ? decltype(x)(0) : x; });
+  Tensor out;
+  if (a.defined() && a.device().is_cuda()) {
+    detail::check_floating("relu", a);
+    out = empty(a.shape(), a.options());
+    cuda_ops::relu(a, out);
+  } else {
+    out = map1("relu", a, [](auto x) { return x < 0 ? decltype(x)(0) : x; });
+  }
   if (needs_grad({&a}))
     record("ReluBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
+      if (out.device().is_cuda()) {
+        Tensor gi = empty(out.shape(), out.options());
+        cuda_ops::relu_backward(g, out, gi);
+        return std::vector<Tensor>{gi};
+      }
       return std::vector<Tensor>{
           map2(g, out, [](auto gi, auto y) { return y <= 0 ? decltype(gi)(0) : gi; })};
     });
@@ -221,9 +267,21 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
-  Tensor out = map1("tanh", a, [](auto x) { return std::tanh(x); });
+  Tensor out;
+  if (a.defined() && a.device().is_cuda()) {
+    detail::check_floating("tanh", a);
+    out = empty(a.shape(), a.options());
+    cuda_ops::tanh(a, out);
+  } else {
+    out = map1("tanh", a, [](auto x) { return std::tanh(x); });
+  }
   if (needs_grad({&a}))
     record("TanhBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
+      if (out.device().is_cuda()) {
+        Tensor gi = empty(out.shape(), out.options());
+        cuda_ops::tanh_backward(g, out, gi);
+        return std::vector<Tensor>{gi};
+      }
       return std::vector<Tensor>{map2(g, out, [](auto gi, auto y) { return gi * (1 - y * y); })};
     });
   return out;

@@ -1,5 +1,7 @@
 // matmul, linear and transpose: GEMM through kernels::dispatch (OpenBLAS or the reference loop).
 #include <cstring>
+
+#include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
 
@@ -19,6 +21,10 @@ Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor into = 
                      into.dtype() == a.dtype() && into.device() == a.device()
                  ? std::move(into)
                  : empty({m, n}, a.options());
+  if (a.device().is_cuda()) {
+    cuda_ops::gemm2d(a, ta, b, tb, c);
+    return c;
+  }
   detail::visit_float(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kernels::dispatch::gemm<T>(ta, tb, m, n, k, T(1), a.data_ptr<T>(), a.size(1), b.data_ptr<T>(),
@@ -70,12 +76,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   out_shape.push_back(outf);
   Tensor out = empty(out_shape, x.options());
-  detail::visit_float(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    kernels::dispatch::linear<T>(x.data_ptr<T>(), weight.data_ptr<T>(),
-                                 bias.defined() ? bias.data_ptr<T>() : nullptr,
-                                 out.data_ptr<T>(), rows, in, outf);
-  });
+  if (x.device().is_cuda())
+    cuda_ops::linear(x, weight, bias, out, rows, in, outf);
+  else
+    detail::visit_float(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      kernels::dispatch::linear<T>(x.data_ptr<T>(), weight.data_ptr<T>(),
+                                   bias.defined() ? bias.data_ptr<T>() : nullptr, out.data_ptr<T>(),
+                                   rows, in, outf);
+    });
   if (needs_grad({&x, &weight, &bias}))
     record("LinearBackward", out, {&x, &weight, &bias},
            // Saved without detach() (one TensorImpl less each), as in matmul above.
@@ -100,6 +109,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor t(const Tensor& a) {
   detail::check_defined("t", a);
+  detail::require_cpu("t", a);
   if (a.dim() != 2) throw ShapeError("t: expected a 2-d tensor, got " + a.shape().str());
   std::int64_t r = a.size(0), c = a.size(1);
   Tensor out = empty({c, r}, a.options());

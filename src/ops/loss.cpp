@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
 
@@ -10,6 +11,48 @@ namespace lockstep {
 
 using autograd::needs_grad;
 using autograd::record;
+
+namespace {
+
+[[noreturn]] void throw_bad_target(std::int64_t target, std::int64_t row, std::int64_t c) {
+  throw IndexError("cross_entropy: target " + std::to_string(target) + " at row " +
+                   std::to_string(row) + " is out of range for " + std::to_string(c) +
+                   " classes (expected 0 <= target < " + std::to_string(c) + ")");
+}
+
+// The fused softmax-cross-entropy kernels (checked inputs on one CUDA device). The forward
+// reports the loss sum, count and the number of invalid targets to the host in one copy; an
+// invalid target is the CPU's IndexError (the target is copied to the host to name the row).
+Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& target, std::int64_t ignore_index) {
+  const std::int64_t c = logits.size(1);
+  Tensor prob = empty(logits.shape(), logits.options());
+  Tensor scratch = empty({3}, TensorOptions(kInt64).device(logits.device()));
+  const auto stats = cuda_ops::cross_entropy_forward(logits, target, ignore_index, prob, scratch);
+  if (stats.invalid > 0) {
+    const auto host = target.to_vector<std::int64_t>();
+    for (std::size_t i = 0; i < host.size(); ++i)
+      if (host[i] != ignore_index && (host[i] < 0 || host[i] >= c))
+        throw_bad_target(host[i], static_cast<std::int64_t>(i), c);
+    throw IndexError("cross_entropy: " + std::to_string(stats.invalid) +
+                     " target(s) out of range for " + std::to_string(c) + " classes on " +
+                     logits.device().str());
+  }
+  const double loss = stats.count ? stats.loss_sum / static_cast<double>(stats.count)
+                                  : std::numeric_limits<double>::quiet_NaN();
+  Tensor out = scalar_tensor(loss, logits.options());
+  if (needs_grad({&logits}))
+    record("CrossEntropyBackward", out, {&logits},
+           [prob, target, scratch, ignore_index](const Tensor& g) {
+             Tensor gl = empty(prob.shape(), prob.options());
+             cuda_ops::cross_entropy_backward(prob, target, ignore_index, scratch,
+                                              g.device() == prob.device() ? g : g.to(prob.device()),
+                                              gl);
+             return std::vector<Tensor>{gl};
+           });
+  return out;
+}
+
+}  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index) {
   detail::check_floating("cross_entropy", logits);
@@ -26,13 +69,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
   if (target.device() != logits.device())
     throw DeviceError("cross_entropy: logits on " + logits.device().str() + ", target on " +
                       target.device().str());
+  if (logits.device().is_cuda()) return cross_entropy_cuda(logits, target, ignore_index);
   std::int64_t n = logits.size(0), c = logits.size(1);
   const auto* pt = target.data_ptr<std::int64_t>();
   for (std::int64_t i = 0; i < n; ++i)
-    if (pt[i] != ignore_index && (pt[i] < 0 || pt[i] >= c))
-      throw IndexError("cross_entropy: target " + std::to_string(pt[i]) + " at row " +
-                       std::to_string(i) + " is out of range for " + std::to_string(c) +
-                       " classes (expected 0 <= target < " + std::to_string(c) + ")");
+    if (pt[i] != ignore_index && (pt[i] < 0 || pt[i] >= c)) throw_bad_target(pt[i], i, c);
   Tensor prob = empty(logits.shape(), logits.options());
   double loss_sum = 0;
   std::int64_t count = 0;
@@ -113,6 +154,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (!(p >= 0.0 && p <= 1.0))
     throw ValueError("dropout: probability must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0.0) return x;
+  detail::require_cpu("dropout", x);
   Tensor mask = empty(x.shape(), x.options());
   double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   if (t_key_active) {

@@ -25,6 +25,21 @@ inline void check_same(const char* op, const Tensor& a, const Tensor& b) {
                      " and " + to_string(b.dtype()));
 }
 
+/// Ops without a CUDA path call this first: DeviceError naming the op and the device for a tensor
+/// that is not on a CPU device (instead of the generic data_ptr error deeper down).
+inline void require_cpu(const char* op, const Tensor& t) {
+  if (t.defined() && !t.device().is_cpu()) [[unlikely]]
+    throw DeviceError(std::string(op) + ": not implemented on " + t.device().str() +
+                      " (this op has no CUDA path yet; docs/cuda.md lists the ones that do; "
+                      "copy the tensor to the host with .to(lockstep::cpu()) first)");
+}
+
+/// DeviceError for a CUDA path that exists only for some inputs (e.g. no broadcasting).
+[[noreturn]] inline void not_on_cuda(const char* op, const Tensor& t, const std::string& what) {
+  throw DeviceError(std::string(op) + ": " + what + " is not implemented on " + t.device().str() +
+                    " (docs/cuda.md lists what is)");
+}
+
 inline void check_floating(const char* op, const Tensor& t) {
   check_defined(op, t);
   if (!is_floating(t.dtype()))

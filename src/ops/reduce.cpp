@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cuda_ops.h"
 #include "ops/op_utils.h"
 
 namespace lockstep {
@@ -73,13 +74,17 @@ Tensor sum(const Tensor& a) {
   detail::check_defined("sum", a);
   Tensor out = empty(Shape{}, a.options());
   std::int64_t n = a.numel();
-  visit_all(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    Acc<T> acc = 0;
-    const T* p = a.data_ptr<T>();
-    for (std::int64_t i = 0; i < n; ++i) acc += p[i];
-    *out.data_ptr<T>() = static_cast<T>(acc);
-  });
+  if (a.device().is_cuda()) {
+    if (!is_floating(a.dtype())) detail::not_on_cuda("sum", a, "int64 sum");
+    cuda_ops::sum_all(a, 1.0, out);
+  } else
+    visit_all(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      Acc<T> acc = 0;
+      const T* p = a.data_ptr<T>();
+      for (std::int64_t i = 0; i < n; ++i) acc += p[i];
+      *out.data_ptr<T>() = static_cast<T>(acc);
+    });
   if (needs_grad({&a}))
     record("SumBackward", out, {&a}, [s = a.shape()](const Tensor& g) {
       return std::vector<Tensor>{full(s, g.item(), g.options())};
@@ -89,6 +94,7 @@ Tensor sum(const Tensor& a) {
 
 Tensor sum(const Tensor& a, int dim, bool keepdim) {
   detail::check_defined("sum", a);
+  detail::require_cpu("sum (along a dimension)", a);
   int d = detail::wrap_dim("sum", dim, a.dim());
   Dims k = split_at(a.shape(), d);
   Tensor out = empty(reduced_shape(a.shape(), d, keepdim), a.options());
@@ -115,13 +121,16 @@ Tensor mean(const Tensor& a) {
   detail::check_floating("mean", a);
   std::int64_t n = a.numel();
   Tensor out = empty(Shape{}, a.options());
-  detail::visit_float(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    double acc = 0;
-    const T* p = a.data_ptr<T>();
-    for (std::int64_t i = 0; i < n; ++i) acc += p[i];
-    *out.data_ptr<T>() = static_cast<T>(acc / static_cast<double>(n));  // NaN when n == 0
-  });
+  if (a.device().is_cuda())
+    cuda_ops::sum_all(a, static_cast<double>(n), out);  // NaN when n == 0
+  else
+    detail::visit_float(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      double acc = 0;
+      const T* p = a.data_ptr<T>();
+      for (std::int64_t i = 0; i < n; ++i) acc += p[i];
+      *out.data_ptr<T>() = static_cast<T>(acc / static_cast<double>(n));  // NaN when n == 0
+    });
   if (needs_grad({&a}))
     record("MeanBackward", out, {&a}, [s = a.shape(), n](const Tensor& g) {
       return std::vector<Tensor>{full(s, g.item() / static_cast<double>(n), g.options())};
@@ -131,6 +140,7 @@ Tensor mean(const Tensor& a) {
 
 Tensor mean(const Tensor& a, int dim, bool keepdim) {
   detail::check_floating("mean", a);
+  detail::require_cpu("mean (along a dimension)", a);
   int d = detail::wrap_dim("mean", dim, a.dim());
   std::int64_t r = a.size(d);
   Tensor s;
@@ -147,6 +157,7 @@ Tensor mean(const Tensor& a, int dim, bool keepdim) {
 
 Tensor max(const Tensor& a) {
   detail::check_defined("max", a);
+  detail::require_cpu("max", a);
   if (a.numel() == 0) throw ShapeError("max: cannot reduce an empty tensor " + a.shape().str());
   Tensor out = empty(Shape{}, a.options());
   double best = 0;
@@ -181,6 +192,7 @@ Tensor max(const Tensor& a) {
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
   detail::check_defined("max", a);
+  detail::require_cpu("max", a);
   int d = detail::wrap_dim("max", dim, a.dim());
   if (a.size(d) == 0)
     throw ShapeError("max: cannot reduce over an empty dimension " + std::to_string(dim) + " of " +
@@ -228,12 +240,15 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& a, int dim, bool keepdim) {
+  detail::check_defined("argmax", a);
+  detail::require_cpu("argmax", a);
   NoGradGuard g;
   return max(a, dim, keepdim).second;
 }
 
 Tensor argmax(const Tensor& a) {
   detail::check_defined("argmax", a);
+  detail::require_cpu("argmax", a);
   if (a.numel() == 0) throw ShapeError("argmax: cannot reduce an empty tensor");
   NoGradGuard g;
   return reshape(max(reshape(a, {a.numel()}), 0).second, Shape{});
@@ -266,6 +281,7 @@ Tensor softmax_impl(const Tensor& x, int d, bool log) {
 
 Tensor log_softmax(const Tensor& x, int dim) {
   detail::check_floating("log_softmax", x);
+  detail::require_cpu("log_softmax", x);
   int d = detail::wrap_dim("log_softmax", dim, x.dim());
   Tensor out = softmax_impl(x, d, true);
   if (needs_grad({&x}))
@@ -279,6 +295,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 
 Tensor softmax(const Tensor& x, int dim) {
   detail::check_floating("softmax", x);
+  detail::require_cpu("softmax", x);
   int d = detail::wrap_dim("softmax", dim, x.dim());
   Tensor out = softmax_impl(x, d, false);
   if (needs_grad({&x}))

@@ -95,11 +95,13 @@ Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length)
     out = detail::alias(a, a.impl().offset + start * (a.numel() / std::max<std::int64_t>(n, 1)), s);
     if (n == 0) out = detail::alias(a, a.impl().offset, s);
   } else {
+    detail::require_cpu("narrow (along a dimension other than 0)", a);
     out = empty(s, a.options());
     copy_slice(a, d, start, length, out, 0, length);
   }
   if (needs_grad({&a}))
     record("NarrowBackward", out, {&a}, [src = a.shape(), d, start, length](const Tensor& g) {
+      detail::require_cpu("narrow backward", g);
       Tensor ga = zeros(src, g.options());
       copy_slice(g, d, 0, length, ga, start, src[d]);
       return std::vector<Tensor>{ga};
@@ -110,6 +112,8 @@ Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length)
 Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   detail::check_defined("index_select", a);
   detail::check_defined("index_select", index);
+  detail::require_cpu("index_select", a);
+  detail::require_cpu("index_select", index);
   int d = detail::wrap_dim("index_select", dim, a.dim());
   if (index.dtype() != kInt64 || index.dim() > 1)
     throw DTypeError("index_select: index must be a 1-d int64 tensor, got " +
@@ -150,6 +154,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   if (tensors.empty()) throw ValueError("cat: expected a non-empty list of tensors");
   const Tensor& first = tensors.front();
   detail::check_defined("cat", first);
+  detail::require_cpu("cat", first);
   int d = detail::wrap_dim("cat", dim, first.dim());
   std::int64_t total = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lockstep/autograd/grad_mode.h"
+#include "ops/cuda_ops.h"
 
 namespace lockstep::optim {
 
@@ -64,7 +65,14 @@ void Adam::step() {
     step_t.fill_(step);
     Tensor& m = state_or_zeros(i, "exp_avg");
     Tensor& v = state_or_zeros(i, "exp_avg_sq");
-    if (p.dtype() == kFloat64)
+    if (p.device().is_cuda()) {
+      if (g.device() != p.device())
+        throw DeviceError(std::string(decoupled_ ? "AdamW" : "Adam") + ": parameter " +
+                          std::to_string(i) + " is on " + p.device().str() +
+                          " but its gradient on " + g.device().str());
+      cuda_ops::adam_step(p, g, m, v, lr_, options_.beta1, options_.beta2, options_.eps,
+                          options_.weight_decay, step, decoupled_);
+    } else if (p.dtype() == kFloat64)
       adam_update<double>(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
                           v.data_ptr<double>(), p.numel(), options_, lr_, step, decoupled_);
     else

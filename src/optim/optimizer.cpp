@@ -56,7 +56,11 @@ StateDict Optimizer::state_dict() const {
   for (std::size_t i = 0; i < state_.size(); ++i)
     for (const auto& name : state_names())
       if (auto it = state_[i].find(name); it != state_[i].end())
-        sd.insert("state." + std::to_string(i) + "." + name, it->second.detach().clone());
+        // Copies; state of a cuda:k parameter is copied to the host (cpu:0), so a checkpoint
+        // can be written from it and loaded on any device (load_state_dict moves it back).
+        sd.insert("state." + std::to_string(i) + "." + name, it->second.device().is_cuda()
+                                                                 ? it->second.detach().to(cpu())
+                                                                 : it->second.detach().clone());
   sd.insert("param_groups.0.lr", scalar_tensor(lr_, kFloat64));
   return sd;
 }

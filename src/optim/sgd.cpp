@@ -1,6 +1,7 @@
 #include "lockstep/optim/sgd.h"
 
 #include "lockstep/autograd/grad_mode.h"
+#include "ops/cuda_ops.h"
 
 namespace lockstep::optim {
 
@@ -44,7 +45,13 @@ void SGD::step() {
       first = !has_state(i, "momentum_buffer");
       buf = state_or_zeros(i, "momentum_buffer");
     }
-    if (p.dtype() == kFloat64)
+    if (p.device().is_cuda()) {
+      if (g.device() != p.device())
+        throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
+                          " but its gradient on " + g.device().str());
+      cuda_ops::sgd_step(p, g, buf, first, lr_, options_.momentum, options_.dampening,
+                         options_.weight_decay, options_.nesterov);
+    } else if (p.dtype() == kFloat64)
       sgd_update<double>(p.data_ptr<double>(), g.data_ptr<double>(),
                          buf.defined() ? buf.data_ptr<double>() : nullptr, first, p.numel(),
                          options_, lr_);

@@ -51,6 +51,11 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   if (devices_.empty()) devices_ = default_devices();
   std::set<std::string> seen;
   for (auto& d : devices_) {
+    if (d.is_cuda())
+      throw DeviceError("DataParallel: device " + d.str() +
+                        " is a GPU; DataParallel and DistributedDataParallel on CUDA devices "
+                        "need the NCCL process group, which is not built yet (docs/cuda.md); "
+                        "one GPU can train a module moved there with Module::to");
     check_device_available(d);
     if (!seen.insert(d.str()).second)
       throw ValueError("DataParallel: device " + d.str() + " is listed twice");

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "lockstep/cuda/runtime.h"
 #include "support/helpers.h"
 #include "support/tolerance.h"
 
@@ -59,7 +60,9 @@ TEST(BadInput, BackwardOnNonScalar) {
 TEST(BadInput, UnparsableDeviceString) {
   for (std::string s : {"gpu:0", "cpu:-1", "cpu:x", "cuda:", "cpu:1x", "", "CPU", "cpu:0:1"})
     expect_error<DeviceError>([&] { Device::parse(s); }, {"'" + s + "'"});
-  expect_error<DeviceError>([] { zeros({2}, Device::parse("cuda:2")); }, {"cuda:2"});
+  if (cuda::device_count() <= 2) {  // cuda:2 does not exist here
+    expect_error<DeviceError>([] { zeros({2}, Device::parse("cuda:2")); }, {"cuda:2"});
+  }
 }
 
 TEST(BadInput, StateDictMissingUnexpectedWrongShape) {

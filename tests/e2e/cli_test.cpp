@@ -303,14 +303,16 @@ TEST(CliInfo, VersionNamesTheVersionAndBackends) {
   EXPECT_NE(r.out.find(std::string("lockstep ") + LOCKSTEP_VERSION), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("backends built: threads"), std::string::npos) << r.out;
   // MPI is listed as built exactly when this build has it; with -DLOCKSTEP_CUDA=ON the CUDA
-  // runtime and kernels are, but NCCL and cuda:k tensors are not built yet.
+  // cuda:k tensors are, but NCCL (and with it GPUs in the CLI) is not built yet.
   EXPECT_EQ(r.out.find(", mpi (one rank per process under mpirun)") != std::string::npos,
             dist::mpi_available())
       << r.out;
   EXPECT_NE(r.out.find("not built: "), std::string::npos) << r.out;
 #ifdef LOCKSTEP_HAS_CUDA
-  EXPECT_NE(r.out.find(", cuda (runtime, allocator and kernels only)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("NCCL, cuda:k tensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", cuda (cuda:k tensors and ops of the reference workload, one GPU)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("NCCL (DataParallel/DDP and the CLI on GPUs)"), std::string::npos) << r.out;
 #else
   EXPECT_NE(r.out.find("NCCL/CUDA"), std::string::npos) << r.out;
 #endif

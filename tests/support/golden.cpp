@@ -114,4 +114,32 @@ std::unique_ptr<optim::Optimizer> build_optimizer(const Golden& g, std::vector<T
   throw Error("golden " + g.name + ": unknown optimizer " + g.optimizer);
 }
 
+GoldenRun run_golden(const Golden& g, Device device) {
+  auto model = build_mlp(g);
+  model->to(device);
+  auto optimizer = build_optimizer(g, model->parameters());
+  Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
+  Tensor x_val = g.x.narrow(0, g.n_train, g.n_val).to(device);
+  Tensor y_val = g.y.narrow(0, g.n_train, g.n_val).to(device);
+  data::DataLoader loader(std::make_shared<data::TensorDataset>(x_train, y_train),
+                          {.batch_size = g.batch_size});
+  GoldenRun run;
+  for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
+    model->train();
+    for (const auto& [bx, by] : loader) {
+      optimizer->zero_grad();
+      Tensor loss = cross_entropy(model->forward(bx.to(device)), by.to(device));
+      run.step_losses.push_back(loss.item());
+      loss.backward();
+      optimizer->step();
+    }
+    model->eval();
+    no_grad guard;
+    run.val_losses.push_back(cross_entropy(model->forward(x_val), y_val).item());
+  }
+  for (const auto& [name, value] : model->state_dict())
+    run.final_params.insert(name, value.detach().to(cpu()).clone());
+  return run;
+}
+
 }  // namespace lockstep::testing

@@ -38,4 +38,16 @@ std::shared_ptr<nn::Sequential> build_mlp(const Golden& g);
 /// The optimizer the golden file describes, over `params`.
 std::unique_ptr<optim::Optimizer> build_optimizer(const Golden& g, std::vector<Tensor> params);
 
+/// What a golden run produced: per-step training losses, per-epoch validation losses and the
+/// final parameters (copied to the host).
+struct GoldenRun {
+  std::vector<double> step_losses, val_losses;
+  StateDict final_params;
+};
+
+/// Replays the golden file's training on `device`: the model built and loaded on the host, then
+/// moved there (Module::to), batches in order (DataLoader over the training rows) copied there,
+/// cross_entropy, backward, optimizer step; validation after every epoch in eval mode.
+GoldenRun run_golden(const Golden& g, Device device = cpu());
+
 }  // namespace lockstep::testing

@@ -1,5 +1,5 @@
-// Device tags. "cpu:k" names a logical CPU worker (all share host memory); "cuda:k" parses but
-// tensors cannot be placed there until a CUDA backend is built.
+// Device tags. "cpu:k" names a logical CPU worker (all share host memory); "cuda:k" is GPU k of
+// this process (tensors can live there only in builds with LOCKSTEP_CUDA, docs/cuda.md).
 #pragma once
 
 #include <cstdint>
@@ -29,8 +29,9 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-/// Throws DeviceError unless tensors can be allocated on `d` in this build (CPU always; CUDA
-/// only when a CUDA backend is built, which this build does not have).
+/// Throws DeviceError unless tensors can be allocated on `d`: CPU always; cuda:k when the build
+/// has the CUDA backend and k < cuda::device_count() (the message names the device, the device
+/// count and cuda::unavailable_reason()); never in a build without CUDA.
 void check_device_available(Device d);
 
 inline Device cpu(int index = 0) { return Device(DeviceType::CPU, index); }

@@ -10,8 +10,10 @@ namespace lockstep {
 
 class Storage {
  public:
-  /// Allocates `nbytes` (uninitialised) on `device`. Throws DeviceError for an unavailable
-  /// device, std::bad_alloc when memory runs out.
+  /// Allocates `nbytes` (uninitialised) on `device`: host memory for cpu:k, a block of the CUDA
+  /// caching allocator (lockstep/cuda/allocator.h) for cuda:k, given back to it on destruction.
+  /// Throws DeviceError for an unavailable device, std::bad_alloc when host memory runs out,
+  /// CudaError when device memory does.
   Storage(std::size_t nbytes, Device device);
   /// The memory of `base` seen as a storage of another CPU device of this process: every cpu:k
   /// device is the same RAM, so DataParallel's CPU replicas read the master parameters through
@@ -22,6 +24,7 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  /// Host memory for a CPU device, device memory for cuda:k (see Tensor::data_ptr).
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }

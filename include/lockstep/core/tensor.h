@@ -98,24 +98,49 @@ class Tensor {
   Device device() const { return impl().storage->device(); }
   TensorOptions options() const { return TensorOptions(dtype()).device(device()); }
 
-  /// Typed pointer to the first element. Throws DTypeError if T does not match dtype().
+  /// Typed host pointer to the first element, for host code (every CPU kernel and loop).
+  /// Throws DTypeError if T does not match dtype(), and DeviceError for a tensor whose storage is
+  /// not host memory (a cuda:k tensor): host code must never dereference device memory, so an op
+  /// without a CUDA path fails here, naming the device, instead of reading garbage. Backends use
+  /// device_data_ptr().
   template <class T>
   T* data_ptr() const {
     const TensorImpl& im = impl();
-    if (im.dtype != dtype_of<T>::value) [[unlikely]]
-      check_dtype(dtype_of<T>::value, "data_ptr");
+    if (im.dtype != dtype_of<T>::value || !im.storage->device().is_cpu()) [[unlikely]]
+      check_host_access(dtype_of<T>::value, "data_ptr");
     return static_cast<T*>(im.storage->data()) + im.offset;
   }
+  /// Untyped host pointer to the first element; DeviceError as data_ptr() for a non-CPU tensor.
   void* raw_data() const {
-    return static_cast<char*>(impl().storage->data()) + impl().offset * element_size(dtype());
+    const TensorImpl& im = impl();
+    if (!im.storage->device().is_cpu()) [[unlikely]]
+      check_host_access(im.dtype, "raw_data");
+    return static_cast<char*>(im.storage->data()) + im.offset * element_size(im.dtype);
   }
-  /// The single element of a one-element tensor, converted to double. Throws ShapeError otherwise.
+  /// Typed pointer to the first element wherever the storage lives (device memory for cuda:k),
+  /// for backends: CUDA kernels, NCCL, copies. Never dereference it on the host unless
+  /// device().is_cpu(). Throws DTypeError if T does not match dtype().
+  template <class T>
+  T* device_data_ptr() const {
+    const TensorImpl& im = impl();
+    if (im.dtype != dtype_of<T>::value) [[unlikely]]
+      check_dtype(dtype_of<T>::value, "device_data_ptr");
+    return static_cast<T*>(im.storage->data()) + im.offset;
+  }
+  /// Untyped device_data_ptr().
+  void* device_raw_data() const {
+    const TensorImpl& im = impl();
+    return static_cast<char*>(im.storage->data()) + im.offset * element_size(im.dtype);
+  }
+  /// The single element of a one-element tensor, converted to double (copied to the host for a
+  /// cuda:k tensor, which waits for the device). Throws ShapeError otherwise.
   double item() const;
   template <class T>
   T item() const {
     return static_cast<T>(item());
   }
-  /// All elements as a vector of T (converted from the tensor's dtype).
+  /// All elements as a vector of T (converted from the tensor's dtype; copied from the device
+  /// first for a cuda:k tensor).
   template <class T>
   std::vector<T> to_vector() const;
 
@@ -143,15 +168,20 @@ class Tensor {
   // ---- copies and in-place ----------------------------------------------------------------
   /// Deep copy with the same dtype/device; differentiable.
   Tensor clone() const;
-  /// A copy on `device` (this tensor itself if already there); differentiable.
+  /// A copy on `device` (this tensor itself if already there); differentiable. Between cpu and
+  /// cuda:k and between CUDA devices (cudaMemcpyAsync on the compute stream; host to device
+  /// through a pinned staging buffer; device to host waits for the copy). DeviceError for an
+  /// unavailable device.
   Tensor to(Device device) const;
   /// A copy converted to `dtype` (this tensor itself if already that dtype); differentiable
-  /// between float dtypes.
+  /// between float dtypes. On a cuda:k tensor the conversion goes through host memory.
   Tensor to(DType dtype) const;
   /// Replaces this tensor's data, shape, dtype and device with `other`'s, keeping identity and
   /// autograd flags (PyTorch's `param.data = other`).
   void set_data(const Tensor& other);
-  /// In-place ops. Throw AutogradError on a leaf requiring grad while grad mode is on.
+  /// In-place ops. Throw AutogradError on a leaf requiring grad while grad mode is on. All work
+  /// on cuda:k tensors; copy_ also copies between devices (src converted to this dtype first),
+  /// add_ needs `other` on this tensor's device (DeviceError otherwise).
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
@@ -185,6 +215,8 @@ class Tensor {
  private:
   std::int64_t size_wrapped(int d) const;  // size() for negative or out-of-range d
   void check_dtype(DType want, const char* what) const;
+  // data_ptr/raw_data's slow path: DeviceError for a non-CPU tensor, else check_dtype.
+  void check_host_access(DType want, const char* what) const;
   [[noreturn]] static void throw_undefined();
   std::shared_ptr<TensorImpl> impl_;
 };

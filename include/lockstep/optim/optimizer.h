@@ -1,6 +1,8 @@
 // Optimizer base (torch.optim.Optimizer) with one parameter group. A parameter whose gradient is
 // none in a step is skipped entirely — no weight decay, no momentum, no state — and its state is
-// created the first time it has a gradient, as in PyTorch.
+// created the first time it has a gradient, as in PyTorch. Parameters on cuda:k are updated on
+// their device by fused kernels (one launch per parameter, same formulas and operation order as
+// the CPU loop; docs/cuda.md), and their state lives there too.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,7 @@ class Optimizer {
 
   /// Per-parameter state under `state.<index>.<name>` (index in parameter order, as PyTorch's
   /// optimizer state_dict) plus `param_groups.0.lr`; scalars are 0-d float64 tensors. Values are
-  /// copies.
+  /// copies; the state of a cuda:k parameter (kept on that device) is copied to the host (cpu:0).
   StateDict state_dict() const;
   /// Restores state_dict() output. Throws StateDictError for an unknown key, a parameter index
   /// out of range or a shape mismatch; nothing is modified when it throws.

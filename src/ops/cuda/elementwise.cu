@@ -1,21 +1,18 @@
-// Elementwise kernels and the bias-gradient column sum (see kernels.h).
+// Elementwise kernels, fills, the Linear bias helpers and the whole-tensor sum (see kernels.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "ops/cuda/device_math.cuh"
 #include "ops/cuda/kernels.h"
 
 namespace lockstep::kernels::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-// Grid-stride loops: the grid is capped, every element is visited once whatever the size.
-inline unsigned blocks_for(std::int64_t n) {
-  return static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65535 * 8));
-}
+using detail::blocks_for;
+using detail::kThreads;
 
 template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* out, std::int64_t n) {
@@ -31,12 +28,14 @@ __global__ void mul_kernel(const T* a, const T* b, T* out, std::int64_t n) {
     out[i] = a[i] * b[i];
 }
 
+// The CPU op's expressions (src/ops/elementwise.cpp): NaN and -0.0 pass through the forward;
+// the backward is threshold_backward on the result, so a NaN result passes the gradient on.
 template <class T>
 __global__ void relu_forward_kernel(const T* x, T* y, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     const T v = x[i];
-    y[i] = v > T(0) || v != v ? v : T(0);  // NaN propagates, as torch.relu
+    y[i] = v < T(0) ? T(0) : v;
   }
 }
 
@@ -44,7 +43,93 @@ template <class T>
 __global__ void relu_backward_kernel(const T* g, const T* y, T* gi, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x)
-    gi[i] = y[i] > T(0) ? g[i] : T(0);
+    gi[i] = y[i] <= T(0) ? T(0) : g[i];
+}
+
+template <class T>
+__device__ inline T apply_binary(Binary op, T a, T b) {
+  switch (op) {
+    case Binary::Add:
+      return detail::add_rn(a, b);
+    case Binary::Sub:
+      return detail::sub_rn(a, b);
+    case Binary::Mul:
+      return detail::mul_rn(a, b);
+    case Binary::Div:
+      return detail::div_rn(a, b);
+  }
+  return a;
+}
+
+template <class T>
+__global__ void binary_kernel(Binary op, const T* a, std::int64_t sa, const T* b, std::int64_t sb,
+                              T* out, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    out[i] = apply_binary(op, a[i * sa], b[i * sb]);
+}
+
+template <class T>
+__global__ void axpy_kernel(T alpha, bool plain, const T* x, std::int64_t sx, T* y,
+                            std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const T v = plain ? x[i * sx] : detail::mul_rn(alpha, x[i * sx]);
+    y[i] = detail::add_rn(y[i], v);
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(T* x, T value, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    x[i] = detail::mul_rn(x[i], value);
+}
+
+template <class T>
+__global__ void fill_kernel(T* x, T value, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    x[i] = value;
+}
+
+template <class T>
+__global__ void unary_kernel(Unary op, const T* x, T* y, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    y[i] = op == Unary::Neg ? -x[i] : tanh(x[i]);
+}
+
+// gi = g · (1 − y·y), rounded step by step as the CPU's gi * (1 - y * y).
+template <class T>
+__global__ void tanh_backward_kernel(const T* g, const T* y, T* gi, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    gi[i] = detail::mul_rn(g[i], detail::sub_rn(T(1), detail::mul_rn(y[i], y[i])));
+}
+
+template <class T>
+__global__ void bias_rows_kernel(const T* bias, T* y, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    y[i] = bias[i % cols];
+}
+
+// One block: each thread sums a strided slice in index order (double), then a fixed tree; the
+// same bits on every run whatever the device.
+template <class T>
+__global__ void sum_all_kernel(const T* x, std::int64_t n, double divisor, T* out) {
+  __shared__ double s[detail::kThreads];
+  double acc = 0;
+  for (std::int64_t i = threadIdx.x; i < n; i += detail::kThreads) acc += static_cast<double>(x[i]);
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = detail::kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = static_cast<T>(s[0] / divisor);
 }
 
 // One thread per column; consecutive threads read consecutive addresses of each row.
@@ -94,14 +179,68 @@ void bias_grad(const T* grad, T* out, std::int64_t rows, std::int64_t cols, Exec
   launch("bias_grad", cols, exec, bias_grad_kernel<T>, grad, out, rows, cols);
 }
 
-#define LOCKSTEP_INSTANTIATE(T)                                                        \
-  template void add<T>(const T*, const T*, T*, std::int64_t, Exec);                    \
-  template void mul<T>(const T*, const T*, T*, std::int64_t, Exec);                    \
-  template void relu_forward<T>(const T*, T*, std::int64_t, Exec);                     \
-  template void relu_backward<T>(const T*, const T*, T*, std::int64_t, Exec);          \
-  template void bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, Exec);
+template <class T>
+void binary(Binary op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* out,
+            std::int64_t n, Exec exec) {
+  launch("binary", n, exec, binary_kernel<T>, op, a, sa, b, sb, out, n);
+}
+
+template <class T>
+void axpy(T alpha, const T* x, std::int64_t sx, T* y, std::int64_t n, Exec exec) {
+  launch("axpy", n, exec, axpy_kernel<T>, alpha, alpha == T(1), x, sx, y, n);
+}
+
+template <class T>
+void scale(T* x, T value, std::int64_t n, Exec exec) {
+  launch("scale", n, exec, scale_kernel<T>, x, value, n);
+}
+
+template <class T>
+void fill(T* x, T value, std::int64_t n, Exec exec) {
+  launch("fill", n, exec, fill_kernel<T>, x, value, n);
+}
+
+template <class T>
+void unary(Unary op, const T* x, T* y, std::int64_t n, Exec exec) {
+  launch(op == Unary::Neg ? "neg" : "tanh", n, exec, unary_kernel<T>, op, x, y, n);
+}
+
+template <class T>
+void tanh_backward(const T* grad_out, const T* y, T* grad_in, std::int64_t n, Exec exec) {
+  launch("tanh_backward", n, exec, tanh_backward_kernel<T>, grad_out, y, grad_in, n);
+}
+
+template <class T>
+void bias_rows(const T* bias, T* y, std::int64_t rows, std::int64_t cols, Exec exec) {
+  launch("bias_rows", rows * cols, exec, bias_rows_kernel<T>, bias, y, rows, cols);
+}
+
+template <class T>
+void sum_all(const T* x, std::int64_t n, double divisor, T* out, Exec exec) {
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  sum_all_kernel<T><<<1, kThreads, 0, exec.stream>>>(x, n, divisor, out);
+  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "sum_all");
+}
+
+#define LOCKSTEP_INSTANTIATE(T)                                                       \
+  template void add<T>(const T*, const T*, T*, std::int64_t, Exec);                   \
+  template void mul<T>(const T*, const T*, T*, std::int64_t, Exec);                   \
+  template void relu_forward<T>(const T*, T*, std::int64_t, Exec);                    \
+  template void relu_backward<T>(const T*, const T*, T*, std::int64_t, Exec);         \
+  template void bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, Exec);         \
+  template void binary<T>(Binary, const T*, std::int64_t, const T*, std::int64_t, T*, \
+                          std::int64_t, Exec);                                        \
+  template void axpy<T>(T, const T*, std::int64_t, T*, std::int64_t, Exec);           \
+  template void scale<T>(T*, T, std::int64_t, Exec);                                  \
+  template void unary<T>(Unary, const T*, T*, std::int64_t, Exec);                    \
+  template void tanh_backward<T>(const T*, const T*, T*, std::int64_t, Exec);         \
+  template void bias_rows<T>(const T*, T*, std::int64_t, std::int64_t, Exec);         \
+  template void sum_all<T>(const T*, std::int64_t, double, T*, Exec);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
 #undef LOCKSTEP_INSTANTIATE
+template void fill<float>(float*, float, std::int64_t, Exec);
+template void fill<double>(double*, double, std::int64_t, Exec);
+template void fill<std::int64_t>(std::int64_t*, std::int64_t, std::int64_t, Exec);
 
 }  // namespace lockstep::kernels::cuda

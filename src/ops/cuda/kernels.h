@@ -1,7 +1,7 @@
 // CUDA kernels of the reference workload (LOCKSTEP_CUDA=ON only), with a plain C++ interface:
 // device pointers, sizes, and where to run (Exec: a device and a stream on it). They are the
 // cuda:: family next to ref:: and cpu:: in src/ops/kernels.h, with the same semantics, and are
-// tested against ref:: (tests/cuda/). Not yet called by Tensor ops (see docs/cuda.md).
+// tested against ref:: (tests/cuda/). The op layer reaches them through src/ops/cuda_ops.h.
 //
 // Conventions: every pointer is device memory of exec.device unless said otherwise; arrays are
 // contiguous, row-major; sizes may be 0 (nothing is launched). Every function returns once the
@@ -47,14 +47,58 @@ void add(const T* a, const T* b, T* out, std::int64_t n, Exec exec);
 template <class T>
 void mul(const T* a, const T* b, T* out, std::int64_t n, Exec exec);
 
-/// y[i] = max(x[i], 0) (torch.relu; NaN stays NaN), i < n.
+/// y[i] = 0 if x[i] < 0 else x[i] (torch.relu: NaN and −0.0 pass through, as the CPU op), i < n.
 template <class T>
 void relu_forward(const T* x, T* y, std::int64_t n, Exec exec);
 
-/// grad_in[i] = grad_out[i] if y[i] > 0 else 0, where y = relu(x) is the forward's result
-/// (PyTorch's threshold_backward on the result), i < n.
+/// grad_in[i] = 0 if y[i] <= 0 else grad_out[i], where y = relu(x) is the forward's result
+/// (PyTorch's threshold_backward on the result; a NaN result passes the gradient), i < n.
 template <class T>
 void relu_backward(const T* grad_out, const T* y, T* grad_in, std::int64_t n, Exec exec);
+
+/// The elementwise binary ops of the op layer (kernels::BinaryOp in src/ops/kernels.h).
+enum class Binary : std::uint8_t { Add, Sub, Mul, Div };
+
+/// out[i] = a[i·sa] op b[i·sb], i < n, with sa, sb ∈ {0, 1}: a stride 0 broadcasts a
+/// one-element operand (a tensor op a scalar). Each operation rounds on its own (no FMA), as the
+/// CPU's `a op b` in T. out may alias a or b.
+template <class T>
+void binary(Binary op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* out,
+            std::int64_t n, Exec exec);
+
+/// y[i] = y[i] + alpha·x[i·sx] (sx ∈ {0, 1}); when alpha == 1, y[i] + x[i·sx] without the
+/// multiply (Tensor::add_ on the CPU), i < n.
+template <class T>
+void axpy(T alpha, const T* x, std::int64_t sx, T* y, std::int64_t n, Exec exec);
+
+/// x[i] = x[i]·value (Tensor::mul_), i < n.
+template <class T>
+void scale(T* x, T value, std::int64_t n, Exec exec);
+
+/// x[i] = value, i < n (float, double, int64).
+template <class T>
+void fill(T* x, T value, std::int64_t n, Exec exec);
+
+/// Elementwise unary ops: Neg: y = −x; Tanh: y = tanh(x) (CUDA's tanh, within 2 ulp of the
+/// CPU's std::tanh).
+enum class Unary : std::uint8_t { Neg, Tanh };
+template <class T>
+void unary(Unary op, const T* x, T* y, std::int64_t n, Exec exec);
+
+/// grad_in[i] = grad_out[i]·(1 − y[i]·y[i]), where y = tanh(x) is the forward's result, i < n.
+template <class T>
+void tanh_backward(const T* grad_out, const T* y, T* grad_in, std::int64_t n, Exec exec);
+
+/// y[r, j] = bias[j] for r < rows, j < cols: Linear's output preset to the bias before the GEMM
+/// with beta = 1 (kernels::linear_by_gemm, as addmm).
+template <class T>
+void bias_rows(const T* bias, T* y, std::int64_t rows, std::int64_t cols, Exec exec);
+
+/// *out = (Σ_{i<n} x[i], accumulated in double) / divisor, converted to T: torch.sum
+/// (divisor 1) and torch.mean (divisor n; NaN when n == 0) of a whole tensor. One block, a fixed
+/// order: the same bits on every run. Always launched (writes *out even when n == 0).
+template <class T>
+void sum_all(const T* x, std::int64_t n, double divisor, T* out, Exec exec);
 
 /// out[j] = Σ_i grad[i, j] over rows i < rows, for j < cols: the bias gradient of Linear (the
 /// reduction kernels::ref::sum_to does from [rows, cols] to [cols]). Each column is summed in row
@@ -116,5 +160,33 @@ template <class T>
 void sgd_step(T* param, const T* grad, T* momentum_buf, std::int64_t numel,
               const std::int64_t* offsets, std::uint8_t* flags, std::int64_t segments,
               const SgdHyper& hyper, Exec exec);
+
+/// Writes the metadata of a one-segment sgd_step on the device (from kernel arguments, no host
+/// copy): offsets[0] = 0, offsets[1] = numel, flags[0] = flag.
+void write_segment_meta(std::int64_t* offsets, std::uint8_t* flags, std::int64_t numel,
+                        std::uint8_t flag, Exec exec);
+
+/// torch.optim.Adam / AdamW hyper-parameters of one step (include/lockstep/optim/adam.h); step
+/// is the 1-based step count after this update.
+struct AdamHyper {
+  double lr = 0.001;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double step = 1;
+  bool decoupled = false;  ///< AdamW: p ← p·(1 − lr·weight_decay) instead of g ← g + wd·p
+};
+
+/// One fused Adam (or AdamW) update of one parameter of `numel` elements, exactly what
+/// optim::Adam::step does per parameter (src/optim/adam.cpp, PyTorch's formulas, same
+/// operation order, no FMA): with bc1 = 1 − beta1^step, bc2 = 1 − beta2^step (host, double),
+///   decoupled: p = p·(1 − lr·wd); else if wd ≠ 0: g = g + wd·p;
+///   m = m·beta1 + (1 − beta1)·g;  v = v·beta2 + (1 − beta2)·g·g;
+///   p = p − (lr / bc1)·(m / (sqrt(v) / sqrt(bc2) + eps)).
+/// The caller applies the has-gradient rule (a parameter without a gradient is not passed).
+template <class T>
+void adam_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, std::int64_t numel,
+               const AdamHyper& hyper, Exec exec);
 
 }  // namespace lockstep::kernels::cuda

@@ -1,9 +1,12 @@
-// One fused SGD step over a flat parameter buffer (see kernels.h; CPU: src/optim/sgd.cpp).
+// Fused optimizer steps: SGD over a flat parameter buffer (CPU: src/optim/sgd.cpp) and Adam/AdamW
+// over one parameter (CPU: src/optim/adam.cpp); see kernels.h.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "cuda/check.h"
+#include "ops/cuda/device_math.cuh"
 #include "ops/cuda/kernels.h"
 
 namespace lockstep::kernels::cuda {
@@ -27,12 +30,13 @@ __device__ inline std::int64_t segment_of(const std::int64_t* offsets, std::int6
   return lo;
 }
 
-// Round-to-nearest add and multiply that nvcc may not fuse into an FMA, so each step rounds as the
+// Round-to-nearest operations that nvcc may not fuse into an FMA, so each step rounds as the
 // CPU loop's separate operations do.
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+using detail::add_rn;
+using detail::div_rn;
+using detail::mul_rn;
+using detail::sqrt_rn;
+using detail::sub_rn;
 
 // The same expressions, in the same order and type, as sgd_update<T> in src/optim/sgd.cpp.
 template <class T>
@@ -62,7 +66,64 @@ __global__ void sgd_mark_kernel(std::uint8_t* flags, std::int64_t segments) {
     if (flags[s] & kHasGrad) flags[s] |= kHasMomentumBuf;
 }
 
+// The same expressions, in the same order and type, as adam_update<T> in src/optim/adam.cpp.
+template <class T>
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, T b1, T b2, T one_b1,
+                            T one_b2, T step_size, T bc2_sqrt, T eps, T wd, T decay, bool decoupled,
+                            bool use_wd) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    T gi = g[i];
+    T pi = p[i];
+    if (decoupled)
+      pi = mul_rn(pi, decay);
+    else if (use_wd)
+      gi = add_rn(gi, mul_rn(wd, pi));
+    const T mi = add_rn(mul_rn(m[i], b1), mul_rn(one_b1, gi));
+    const T vi = add_rn(mul_rn(v[i], b2), mul_rn(mul_rn(one_b2, gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    const T denom = add_rn(div_rn(sqrt_rn(vi), bc2_sqrt), eps);
+    p[i] = sub_rn(pi, mul_rn(step_size, div_rn(mi, denom)));
+  }
+}
+
+__global__ void segment_meta_kernel(std::int64_t* offsets, std::uint8_t* flags, std::int64_t numel,
+                                    std::uint8_t flag) {
+  offsets[0] = 0;
+  offsets[1] = numel;
+  flags[0] = flag;
+}
+
 }  // namespace
+
+void write_segment_meta(std::int64_t* offsets, std::uint8_t* flags, std::int64_t numel,
+                        std::uint8_t flag, Exec exec) {
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  segment_meta_kernel<<<1, 1, 0, exec.stream>>>(offsets, flags, numel, flag);
+  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "write_segment_meta");
+}
+
+template <class T>
+void adam_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, std::int64_t numel,
+               const AdamHyper& h, Exec exec) {
+  if (numel <= 0) return;
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  // Host-side constants exactly as adam_update<T> (src/optim/adam.cpp) computes them.
+  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
+  const T one_b1 = static_cast<T>(1 - h.beta1), one_b2 = static_cast<T>(1 - h.beta2);
+  const double bc1 = 1 - std::pow(h.beta1, h.step), bc2 = 1 - std::pow(h.beta2, h.step);
+  const T step_size = static_cast<T>(h.lr / bc1);
+  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
+  const T eps = static_cast<T>(h.eps), wd = static_cast<T>(h.weight_decay);
+  const T decay = static_cast<T>(1 - h.lr * h.weight_decay);
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>((numel + kThreads - 1) / kThreads, 65535 * 8));
+  adam_kernel<T><<<blocks, kThreads, 0, exec.stream>>>(param, grad, exp_avg, exp_avg_sq, numel, b1,
+                                                       b2, one_b1, one_b2, step_size, bc2_sqrt, eps,
+                                                       wd, decay, h.decoupled, h.weight_decay != 0);
+  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "adam_step");
+}
 
 template <class T>
 void sgd_step(T* param, const T* grad, T* momentum_buf, std::int64_t numel,
@@ -95,5 +156,10 @@ template void sgd_step<float>(float*, const float*, float*, std::int64_t, const 
 template void sgd_step<double>(double*, const double*, double*, std::int64_t,
                                const std::int64_t*, std::uint8_t*, std::int64_t,
                                const SgdHyper&, Exec);
+
+template void adam_step<float>(float*, const float*, float*, float*, std::int64_t, const AdamHyper&,
+                               Exec);
+template void adam_step<double>(double*, const double*, double*, double*, std::int64_t,
+                                const AdamHyper&, Exec);
 
 }  // namespace lockstep::kernels::cuda

@@ -1,0 +1,51 @@
+// src/ops/cuda_ops.h in a build without CUDA (LOCKSTEP_CUDA=OFF). No cuda:k tensor can be made
+// in such a build (check_device_available refuses it), so the op layer never calls these; should
+// one be reached anyway, it throws DeviceError instead of touching memory.
+#include "lockstep/core/error.h"
+#include "ops/cuda_ops.h"
+
+namespace lockstep::cuda_ops {
+
+namespace {
+[[noreturn]] void not_built(const char* op) {
+  throw DeviceError(std::string(op) +
+                    ": CUDA tensors are not supported: this build has no CUDA backend (configure "
+                    "with -DLOCKSTEP_CUDA=ON)");
+}
+}  // namespace
+
+void copy(const Tensor&, const Tensor&) { not_built("copy"); }
+void fill(const Tensor&, double) { not_built("fill"); }
+void binary(kernels::BinaryOp, const Tensor&, const Tensor&, const Tensor&) { not_built("binary"); }
+void add_(const Tensor&, const Tensor&, double) { not_built("add_"); }
+void mul_(const Tensor&, double) { not_built("mul_"); }
+void neg(const Tensor&, const Tensor&) { not_built("neg"); }
+void relu(const Tensor&, const Tensor&) { not_built("relu"); }
+void relu_backward(const Tensor&, const Tensor&, const Tensor&) { not_built("relu_backward"); }
+void tanh(const Tensor&, const Tensor&) { not_built("tanh"); }
+void tanh_backward(const Tensor&, const Tensor&, const Tensor&) { not_built("tanh_backward"); }
+void sum_all(const Tensor&, double, const Tensor&) { not_built("sum"); }
+void bias_grad(const Tensor&, const Tensor&) { not_built("bias_grad"); }
+void gemm2d(const Tensor&, bool, const Tensor&, bool, const Tensor&) { not_built("gemm"); }
+void linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, std::int64_t, std::int64_t,
+            std::int64_t) {
+  not_built("linear");
+}
+CrossEntropyStats cross_entropy_forward(const Tensor&, const Tensor&, std::int64_t, const Tensor&,
+                                        const Tensor&) {
+  not_built("cross_entropy");
+}
+void cross_entropy_backward(const Tensor&, const Tensor&, std::int64_t, const Tensor&,
+                            const Tensor&, const Tensor&) {
+  not_built("cross_entropy_backward");
+}
+void sgd_step(const Tensor&, const Tensor&, const Tensor&, bool, double, double, double, double,
+              bool) {
+  not_built("sgd_step");
+}
+void adam_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, double, double,
+               double, double, double, bool) {
+  not_built("adam_step");
+}
+
+}  // namespace lockstep::cuda_ops

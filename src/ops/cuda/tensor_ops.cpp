@@ -1,0 +1,263 @@
+// The CUDA paths of the Tensor ops (src/ops/cuda_ops.h) on top of kernels::cuda.
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "cuda/check.h"
+#include "lockstep/cuda/allocator.h"
+#include "lockstep/cuda/runtime.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda_ops.h"
+#include "ops/op_utils.h"
+
+namespace lockstep::cuda_ops {
+
+namespace kc = ::lockstep::kernels::cuda;
+
+namespace {
+
+constexpr std::size_t kStagingLimit = std::size_t{64} << 20;
+
+kc::Exec exec_of(const Tensor& t) { return kc::on_device(t.device().index); }
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? t.device_data_ptr<T>() : nullptr;
+}
+
+// Uploads of this thread go through one pinned buffer (grows to the largest upload up to
+// kStagingLimit, freed when the thread ends).
+::lockstep::cuda::PinnedStagingBuffer& staging() {
+  thread_local ::lockstep::cuda::PinnedStagingBuffer buffer;
+  return buffer;
+}
+
+kc::Binary to_cuda(kernels::BinaryOp op) {
+  switch (op) {
+    case kernels::BinaryOp::Add:
+      return kc::Binary::Add;
+    case kernels::BinaryOp::Sub:
+      return kc::Binary::Sub;
+    case kernels::BinaryOp::Mul:
+      return kc::Binary::Mul;
+    case kernels::BinaryOp::Div:
+      return kc::Binary::Div;
+  }
+  return kc::Binary::Add;
+}
+
+}  // namespace
+
+void copy(const Tensor& src, const Tensor& dst) {
+  const std::size_t bytes = static_cast<std::size_t>(src.numel()) * element_size(src.dtype());
+  if (bytes == 0) return;
+  const void* s = src.device_raw_data();
+  void* d = dst.device_raw_data();
+  const Device sd = src.device(), dd = dst.device();
+  if (sd.is_cpu() && dd.is_cpu()) {
+    std::memmove(d, s, bytes);
+  } else if (sd.is_cpu()) {
+    if (bytes <= kStagingLimit)
+      staging().upload(d, s, bytes, dd.index);
+    else
+      ::lockstep::cuda::copy_to_device(d, s, bytes, dd.index);
+  } else if (dd.is_cpu()) {
+    ::lockstep::cuda::copy_to_host(d, s, bytes, sd.index);
+  } else if (sd == dd) {
+    if (s == d) return;
+    ::lockstep::cuda::DeviceGuard guard(dd.index);
+    LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice,
+                                        ::lockstep::cuda::compute_stream(dd.index)),
+                        dd.index,
+                        "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, device to device)");
+  } else {
+    // Between GPUs: the source's pending writes finish first, and the copy finishes before
+    // either block can be freed and reused by its own compute stream.
+    auto s_stream = ::lockstep::cuda::compute_stream(sd.index);
+    auto d_stream = ::lockstep::cuda::compute_stream(dd.index);
+    LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(s_stream), sd.index,
+                        "cudaStreamSynchronize (before a copy to " + dd.str() + ")");
+    ::lockstep::cuda::DeviceGuard guard(dd.index);
+    LOCKSTEP_CUDA_CHECK(
+        cudaMemcpyPeerAsync(d, dd.index, s, sd.index, bytes, d_stream), dd.index,
+        "cudaMemcpyPeerAsync(" + std::to_string(bytes) + " bytes from " + sd.str() + ")");
+    LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(d_stream), dd.index,
+                        "cudaStreamSynchronize (after a copy from " + sd.str() + ")");
+  }
+}
+
+void fill(const Tensor& t, double value) {
+  const auto exec = exec_of(t);
+  switch (t.dtype()) {
+    case DType::Float32:
+      kc::fill<float>(ptr<float>(t), static_cast<float>(value), t.numel(), exec);
+      break;
+    case DType::Float64:
+      kc::fill<double>(ptr<double>(t), value, t.numel(), exec);
+      break;
+    case DType::Int64:
+      kc::fill<std::int64_t>(ptr<std::int64_t>(t), static_cast<std::int64_t>(value), t.numel(),
+                             exec);
+      break;
+  }
+}
+
+void binary(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const std::int64_t n = out.numel();
+  const std::int64_t sa = a.numel() == n ? 1 : 0, sb = b.numel() == n ? 1 : 0;
+  detail::visit_float(out.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::binary<T>(to_cuda(op), ptr<T>(a), sa, ptr<T>(b), sb, ptr<T>(out), n, exec_of(out));
+  });
+}
+
+void add_(const Tensor& self, const Tensor& other, double alpha) {
+  const std::int64_t n = self.numel();
+  const std::int64_t sx = other.numel() == n ? 1 : 0;
+  detail::visit_float(self.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::axpy<T>(static_cast<T>(alpha), ptr<T>(other), sx, ptr<T>(self), n, exec_of(self));
+  });
+}
+
+void mul_(const Tensor& self, double value) {
+  detail::visit_float(self.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::scale<T>(ptr<T>(self), static_cast<T>(value), self.numel(), exec_of(self));
+  });
+}
+
+void neg(const Tensor& x, const Tensor& out) {
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::unary<T>(kc::Unary::Neg, ptr<T>(x), ptr<T>(out), x.numel(), exec_of(x));
+  });
+}
+
+void relu(const Tensor& x, const Tensor& out) {
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::relu_forward<T>(ptr<T>(x), ptr<T>(out), x.numel(), exec_of(x));
+  });
+}
+
+void relu_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_in) {
+  detail::visit_float(y.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::relu_backward<T>(ptr<T>(grad_out), ptr<T>(y), ptr<T>(grad_in), y.numel(), exec_of(y));
+  });
+}
+
+void tanh(const Tensor& x, const Tensor& out) {
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::unary<T>(kc::Unary::Tanh, ptr<T>(x), ptr<T>(out), x.numel(), exec_of(x));
+  });
+}
+
+void tanh_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_in) {
+  detail::visit_float(y.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::tanh_backward<T>(ptr<T>(grad_out), ptr<T>(y), ptr<T>(grad_in), y.numel(), exec_of(y));
+  });
+}
+
+void sum_all(const Tensor& x, double divisor, const Tensor& out) {
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::sum_all<T>(ptr<T>(x), x.numel(), divisor, ptr<T>(out), exec_of(x));
+  });
+}
+
+void bias_grad(const Tensor& g, const Tensor& out) {
+  detail::visit_float(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::bias_grad<T>(ptr<T>(g), ptr<T>(out), g.size(0), g.size(1), exec_of(g));
+  });
+}
+
+void gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c) {
+  const std::int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
+  const std::int64_t n = tb ? b.size(0) : b.size(1);
+  detail::visit_float(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::gemm<T>(ta, tb, m, n, k, T(1), ptr<T>(a), a.size(1), ptr<T>(b), b.size(1), T(0), ptr<T>(c),
+                n, exec_of(a));
+  });
+}
+
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+            std::int64_t rows, std::int64_t in, std::int64_t out) {
+  const auto exec = exec_of(x);
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    // As kernels::linear_by_gemm: y preset to the bias, then one GEMM with beta = 1 (addmm).
+    if (bias.defined()) kc::bias_rows<T>(ptr<T>(bias), ptr<T>(y), rows, out, exec);
+    kc::gemm<T>(false, true, rows, out, in, T(1), ptr<T>(x), in, ptr<T>(w), in,
+                bias.defined() ? T(1) : T(0), ptr<T>(y), out, exec);
+  });
+}
+
+CrossEntropyStats cross_entropy_forward(const Tensor& logits, const Tensor& target,
+                                        std::int64_t ignore_index, const Tensor& prob,
+                                        const Tensor& scratch) {
+  const std::int64_t n = logits.size(0), c = logits.size(1);
+  const auto exec = exec_of(logits);
+  Tensor terms = empty({n}, logits.options());
+  auto* s = scratch.device_data_ptr<std::int64_t>();
+  // scratch holds (loss_sum as a double, count, invalid): three 8-byte slots.
+  static_assert(sizeof(double) == sizeof(std::int64_t));
+  detail::visit_float(logits.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::cross_entropy_forward<T>(ptr<T>(logits), ptr<std::int64_t>(target), n, c, ignore_index,
+                                 ptr<T>(prob), ptr<T>(terms), reinterpret_cast<double*>(s), s + 1,
+                                 s + 2, exec);
+  });
+  std::int64_t host[3] = {0, 0, 0};
+  ::lockstep::cuda::copy_to_host(host, s, sizeof host, exec.device);
+  CrossEntropyStats out;
+  std::memcpy(&out.loss_sum, &host[0], sizeof(double));
+  out.count = host[1];
+  out.invalid = host[2];
+  return out;
+}
+
+void cross_entropy_backward(const Tensor& prob, const Tensor& target, std::int64_t ignore_index,
+                            const Tensor& scratch, const Tensor& g, const Tensor& grad_logits) {
+  detail::visit_float(prob.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::cross_entropy_backward<T>(
+        ptr<T>(prob), ptr<std::int64_t>(target), prob.size(0), prob.size(1), ignore_index,
+        scratch.device_data_ptr<std::int64_t>() + 1, ptr<T>(g), ptr<T>(grad_logits), exec_of(prob));
+  });
+}
+
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, bool first,
+              double lr, double momentum, double dampening, double weight_decay, bool nesterov) {
+  const auto exec = exec_of(param);
+  // One segment: offsets (0, numel) and its flags byte, written on the device by a kernel.
+  Tensor meta = empty({3}, TensorOptions(kInt64).device(param.device()));
+  auto* offsets = meta.device_data_ptr<std::int64_t>();
+  auto* flags = reinterpret_cast<std::uint8_t*>(offsets + 2);
+  const auto flag = static_cast<std::uint8_t>(kc::kHasGrad | (first ? 0 : kc::kHasMomentumBuf));
+  kc::write_segment_meta(offsets, flags, param.numel(), flag, exec);
+  const kc::SgdHyper hyper{lr, momentum, dampening, weight_decay, nesterov};
+  detail::visit_float(param.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::sgd_step<T>(ptr<T>(param), ptr<T>(grad), ptr<T>(momentum_buffer), param.numel(), offsets,
+                    flags, 1, hyper, exec);
+  });
+}
+
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
+               double weight_decay, double step, bool decoupled) {
+  const kc::AdamHyper hyper{lr, beta1, beta2, eps, weight_decay, step, decoupled};
+  detail::visit_float(param.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::adam_step<T>(ptr<T>(param), ptr<T>(grad), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
+                     param.numel(), hyper, exec_of(param));
+  });
+}
+
+}  // namespace lockstep::cuda_ops

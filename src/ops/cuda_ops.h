@@ -1,0 +1,80 @@
+// Internal: the CUDA paths of the Tensor ops, at the level of tensors. The op layer (src/ops/,
+// src/core/tensor.cpp, src/optim/) checks shapes, dtypes and devices and builds the autograd
+// graph as on the CPU, then calls these for cuda:k tensors. Implemented in
+// src/ops/cuda/tensor_ops.cpp on top of kernels::cuda (src/ops/cuda/kernels.h); in builds
+// without CUDA, src/cuda/ops_stub.cpp stands in (no cuda:k tensor can exist there, so it is never
+// reached and throws DeviceError if it is). No CUDA header is included here.
+//
+// Conventions: tensors are contiguous, already checked (shapes, same dtype, same device unless
+// said otherwise), float32 or float64 unless said otherwise; outputs are allocated by the
+// caller on the inputs' device. Everything is enqueued on the device's compute stream
+// (runtime.h), so it returns before the GPU has finished, except what returns host values.
+#pragma once
+
+#include <cstdint>
+
+#include "lockstep/core/tensor.h"
+#include "ops/kernels.h"
+
+namespace lockstep::cuda_ops {
+
+/// dst ← src, byte for byte: same dtype and numel, any pair of devices of which at least one is
+/// CUDA (host to device through a pinned staging buffer up to 64 MiB, directly above; device to
+/// host waits for the copy; between two GPUs waits for both).
+void copy(const Tensor& src, const Tensor& dst);
+/// t[i] = value converted to t's dtype (float32, float64, int64).
+void fill(const Tensor& t, double value);
+/// out = a op b where a and b have out's numel, or one of them has one element (broadcast).
+void binary(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+/// self += alpha · other, other of self's numel or of one element (Tensor::add_).
+void add_(const Tensor& self, const Tensor& other, double alpha);
+/// self *= value (Tensor::mul_).
+void mul_(const Tensor& self, double value);
+/// out = −x.
+void neg(const Tensor& x, const Tensor& out);
+/// out = relu(x); grad_in = relu'(y)·g (threshold_backward on the result y).
+void relu(const Tensor& x, const Tensor& out);
+void relu_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_in);
+/// out = tanh(x); grad_in = g·(1 − y²) on the result y.
+void tanh(const Tensor& x, const Tensor& out);
+void tanh_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_in);
+/// out (one element) = Σ x / divisor, accumulated in double (sum: 1, mean: numel).
+void sum_all(const Tensor& x, double divisor, const Tensor& out);
+/// out[j] = Σ_i g[i, j] for g [rows, cols], out [cols] (Linear's bias gradient).
+void bias_grad(const Tensor& g, const Tensor& out);
+/// c[m, n] = op(a) op(b) (the CPU gemm2d contract of src/ops/linalg.cpp: row strides
+/// a.size(1), b.size(1), n).
+void gemm2d(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c);
+/// y[rows, out] = x[rows, in] · w[out, in]ᵀ + bias (bias may be undefined).
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+            std::int64_t rows, std::int64_t in, std::int64_t out);
+
+/// What the fused cross-entropy forward reports to the host (one synchronizing copy).
+struct CrossEntropyStats {
+  double loss_sum = 0;
+  std::int64_t count = 0;    ///< rows whose target is not ignore_index
+  std::int64_t invalid = 0;  ///< rows whose target is out of range (the caller throws)
+};
+/// Softmax of logits [n, c] into prob, the loss sum, count and invalid count; int64 target [n]
+/// on the same device. `scratch` is an int64 [3] tensor on the device that keeps the device copy
+/// of (loss_sum, count, invalid) for cross_entropy_backward.
+CrossEntropyStats cross_entropy_forward(const Tensor& logits, const Tensor& target,
+                                        std::int64_t ignore_index, const Tensor& prob,
+                                        const Tensor& scratch);
+/// grad_logits = (prob − onehot(target)) · g / max(count, 1), 0 on ignored rows; g a
+/// one-element tensor on the device, count from `scratch`.
+void cross_entropy_backward(const Tensor& prob, const Tensor& target, std::int64_t ignore_index,
+                            const Tensor& scratch, const Tensor& g, const Tensor& grad_logits);
+
+/// One optim::SGD update of one parameter (kernels::cuda::sgd_step over one segment with a
+/// gradient); `momentum_buffer` undefined when momentum == 0; `first` when the buffer was just
+/// created.
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, bool first,
+              double lr, double momentum, double dampening, double weight_decay, bool nesterov);
+/// One optim::Adam / AdamW update of one parameter (kernels::cuda::adam_step); `step` is the
+/// 1-based step count after this update.
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
+               double weight_decay, double step, bool decoupled);
+
+}  // namespace lockstep::cuda_ops

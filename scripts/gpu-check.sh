@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds Lockstep with CUDA (-DLOCKSTEP_CUDA=ON), runs the GPU tests (`ctest -L cuda`) and
+# Builds Lockstep with CUDA (-DLOCKSTEP_CUDA=ON), runs the GPU tests (`ctest -L cuda`) and the GPU
+# benchmarks (bench_cuda next to bench/pytorch_cuda.py, compared by bench/compare_cuda.py) and
 # writes every log into DIR; meant to finish well under 8 minutes on one H200 with 16 cores.
 # Works without network and without Debian development packages: when the build dependencies
 # are not installed, the .deb files from scripts/fetch-gpu-deps.sh are unpacked (dpkg-deb -x, or
@@ -9,7 +10,8 @@
 #   scripts/gpu-check.sh --out DIR [--deps DEBS] [--build BUILD] [--jobs N] [--force-prefix]
 #
 #   --out DIR     logs: env.txt (nvidia-smi, nvcc, cmake), configure.log, build.log,
-#                 ctest.log (verbose, every test's output), ctest-junit.xml, summary.txt
+#                 ctest.log (verbose, every test's output), ctest-junit.xml, bench-lockstep.jsonl,
+#                 bench-pytorch.jsonl (+ .log), bench-compare.md (the side-by-side table), summary.txt
 #   --deps DEBS   folder of .deb files (default: $LOCKSTEP_GPU_DEPS, else gpu-deps/ in the repo)
 #   --build DIR   build folder (default: build-gpu/ in the repo)
 #   --jobs N      parallel build jobs (default: nproc)
@@ -20,8 +22,9 @@
 # PyTorch's nvidia-nccl pip package, or NCCL_LIBRARY + NCCL_INCLUDE_DIR in the environment),
 # CMake >= 3.25, a C++20 compiler; dpkg-deb, dpkg or python3 only when it has to unpack. Exits
 # non-zero when a step fails, the tests fail, or they skip although nvidia-smi lists a GPU (e.g. a
-# driver older than the CUDA runtime needs); summary.txt says which step and how long each took.
-# GPU benchmarks are not part of it yet (no CUDA benchmark exists; see docs/cuda.md).
+# driver older than the CUDA runtime needs), or a Lockstep benchmark section fails; summary.txt
+# says which step and how long each took. The PyTorch side needs python3 with torch on CUDA; its
+# failure is noted, not fatal. LOCKSTEP_GPU_BENCH_SECONDS (default 2) is each measurement's time.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -218,7 +221,7 @@ if ((rc == 0)) && [[ -n "$PREFIX" ]]; then
   fi
 fi
 if ((rc == 0)); then
-  step build "$OUT/build.log" cmake --build "$BUILD" --parallel "$JOBS" --target test_cuda lockstep || rc=$?
+  step build "$OUT/build.log" cmake --build "$BUILD" --parallel "$JOBS" --target test_cuda lockstep bench_cuda || rc=$?
 fi
 if ((rc == 0)); then
   step "ctest -L cuda" "$OUT/ctest.log" \
@@ -233,6 +236,22 @@ if ((rc == 0)); then
     fi
   fi
   "$BUILD/lockstep" --version > "$OUT/lockstep-version.txt" 2>&1 || true
+fi
+# ---- benchmarks (after the tests: a failed test does not stop them) ------------------------------
+if [[ -x "$BUILD/bench_cuda" ]]; then
+  BENCH_S="${LOCKSTEP_GPU_BENCH_SECONDS:-2}"
+  step bench_cuda "$OUT/bench-lockstep.log" \
+    "$BUILD/bench_cuda" --seconds "$BENCH_S" --out "$OUT/bench-lockstep.jsonl" || rc=1
+  if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+    step pytorch_cuda "$OUT/bench-pytorch.log" \
+      python3 "$ROOT/bench/pytorch_cuda.py" --seconds "$BENCH_S" --out "$OUT/bench-pytorch.jsonl" ||
+      note "pytorch_cuda: failed (not fatal; see bench-pytorch.log)"
+  else
+    note "pytorch_cuda: skipped, python3 has no torch with CUDA"
+  fi
+  python3 "$ROOT/bench/compare_cuda.py" "$OUT/bench-lockstep.jsonl" "$OUT/bench-pytorch.jsonl" \
+    > "$OUT/bench-compare.md" 2>&1 || true
+  cat "$OUT/bench-compare.md" >> "$SUMMARY"
 fi
 note "total $((SECONDS - START))s, exit $rc"
 exit $rc

@@ -74,12 +74,32 @@ TEST_P(ThreadCollectives, MismatchFailsOnEveryRank) {
 INSTANTIATE_TEST_SUITE_P(Ranks, ThreadCollectives, ::testing::Values(1, 2, 3, 4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
 
-TEST(Backends, ThreadsAlwaysAndMpiWhenBuilt) {
+TEST(Backends, ThreadsAlwaysMpiAndNcclWhenBuilt) {
   auto names = dist::available_backends();
   ASSERT_FALSE(names.empty());
   EXPECT_EQ(names[0], "threads");
   EXPECT_EQ(std::find(names.begin(), names.end(), "mpi") != names.end(), dist::mpi_available());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "nccl") != names.end(), dist::nccl_available());
+#ifdef LOCKSTEP_HAS_CUDA
+  EXPECT_TRUE(dist::nccl_available());
+  EXPECT_FALSE(dist::nccl_version().empty());
+#else
+  EXPECT_FALSE(dist::nccl_available());
+  EXPECT_TRUE(dist::nccl_version().empty());
+#endif
 }
+
+#ifndef LOCKSTEP_HAS_CUDA
+// Without the CUDA backend both ways of making an NCCL group say so.
+TEST(Backends, NcclWithoutTheBackendIsDistError) {
+  expect_error<DistError>([] { (void)dist::new_nccl_group({Device(DeviceType::CUDA, 0)}); },
+                          {"no NCCL backend", "LOCKSTEP_CUDA=ON"});
+  auto threads = dist::new_thread_group(1);
+  expect_error<DistError>(
+      [&] { (void)dist::new_nccl_group(*threads[0], Device(DeviceType::CUDA, 0)); },
+      {"no NCCL backend"});
+}
+#endif
 
 }  // namespace
 }  // namespace lockstep::testing

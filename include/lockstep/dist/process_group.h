@@ -19,7 +19,7 @@ class ProcessGroup {
   virtual ~ProcessGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// Backend name: "threads" (this build), later "mpi", "nccl".
+  /// Backend name: "threads", "mpi" or "nccl".
   virtual std::string backend() const = 0;
 
   /// In place: every rank's `tensor` becomes the element-wise reduction over all ranks. All ranks
@@ -55,7 +55,8 @@ class ProcessGroup {
 /// each must be used by one thread at a time). ValueError for size < 1.
 std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size);
 
-/// Names of the backends built into this binary ("threads").
+/// Names of the backends built into this binary: "threads" always, "mpi" with LOCKSTEP_MPI,
+/// "nccl" with LOCKSTEP_CUDA (include/lockstep/dist/mpi.h, nccl.h).
 std::vector<std::string> available_backends();
 
 }  // namespace lockstep::dist

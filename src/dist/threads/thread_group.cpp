@@ -12,6 +12,7 @@
 
 #include "dist/reduce_op.h"
 #include "lockstep/dist/mpi.h"
+#include "lockstep/dist/nccl.h"
 #include "lockstep/dist/process_group.h"
 
 namespace lockstep::dist {
@@ -252,6 +253,7 @@ std::vector<std::shared_ptr<ProcessGroup>> new_thread_group(int size) {
 std::vector<std::string> available_backends() {
   std::vector<std::string> names{"threads"};
   if (mpi_available()) names.push_back("mpi");
+  if (nccl_available()) names.push_back("nccl");
   return names;
 }
 

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Side by side: bench_cuda's JSON lines next to bench/pytorch_cuda.py's (issue 6).
+
+    python3 bench/compare_cuda.py LOCKSTEP.jsonl PYTORCH.jsonl
+
+Prints a Markdown table for bench/RESULTS.md: per section the Lockstep figure, each PyTorch
+configuration's, and the ratio (> 1: Lockstep faster). Sections that failed are listed with
+their error. Standard library only (runs wherever gpu-check.sh runs).
+"""
+import json
+import sys
+
+
+def load(path):
+    records = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    records.append(json.loads(line))
+    except OSError as e:
+        print(f"cannot read {path}: {e}", file=sys.stderr)
+    return records
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    ours, theirs = load(sys.argv[1]), load(sys.argv[2])
+    rows = []
+    errors = [(r["section"], "lockstep", r["error"]) for r in ours if "error" in r]
+    errors += [(r["section"], "pytorch", r["error"]) for r in theirs if "error" in r]
+    ours = [r for r in ours if "error" not in r]
+    theirs = [r for r in theirs if "error" not in r]
+    for r in ours + theirs:
+        if r["section"] == "device":
+            rows.append(f"| device | {r.get('impl', 'lockstep' if r in ours else 'pytorch')} | "
+                        f"{r.get('name')} x{r.get('count')} "
+                        f"{'torch ' + r['torch'] if 'torch' in r else ''} | |")
+
+    def find(section, impl, **match):
+        for r in ours + theirs:
+            if r["section"] == section and r.get("impl") == impl and all(
+                    r.get(k) == v for k, v in match.items()):
+                return r
+        return None
+
+    for section, key, better in (("reference", "us_per_step", "lower"),
+                                 ("mlp", "us_per_step", "lower"),
+                                 ("large_mlp", "tflops", "higher")):
+        mine = find(section, "lockstep")
+        for impl in ("pytorch", "pytorch-graph", "pytorch-dataparallel", "pytorch-bf16"):
+            other = find(section, impl)
+            if not other:
+                continue
+            if mine:
+                a, b = mine[key], other[key]
+                ratio = (b / a) if better == "lower" else (a / b)
+                rows.append(f"| {section} {key} | lockstep {a:.4g} vs {impl} {b:.4g} | "
+                            f"**{ratio:.2f}x** | {'>1: Lockstep faster'} |")
+            else:
+                rows.append(f"| {section} {key} | {impl} {other[key]:.4g} | (no Lockstep figure) | |")
+        if section == "large_mlp" and mine:
+            rows.append(f"| large_mlp cuBLAS GEMMs alone | {mine['cublas_tflops']:.4g} TFLOP/s | "
+                        f"Lockstep step at {mine['tflops'] / mine['cublas_tflops']:.0%} of it | |")
+    for r in ours:
+        if r["section"] == "allreduce":
+            what = (f"{r['algbw_gbps']:.4g} GB/s algbw" if r["gpus"] > 1 else
+                    "1 GPU: size-1 group, no bandwidth")
+            rows.append(f"| all_reduce {r['mbytes']} MB, {r['gpus']} GPU(s), NCCL {r['nccl']} | "
+                        f"{r['us_per_call']:.4g} us/call | {what} | |")
+    print("| what | figures | ratio | note |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print(row)
+    if errors:
+        print()
+        print("Failed sections:")
+        for section, who, err in errors:
+            print(f"- {who} {section}: {err}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

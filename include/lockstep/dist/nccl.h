@@ -1,0 +1,77 @@
+// The "nccl" ProcessGroup backend: collectives between CUDA devices through NVIDIA NCCL
+// (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/), in the two layouts PyTorch uses:
+//
+//   * one process driving several GPUs (torch.nn.DataParallel's layout): new_nccl_group(devices)
+//     creates one communicator per device with ncclCommInitAll and returns one group object per
+//     device; rank r runs on devices[r], and each object is used by one thread at a time (as
+//     DataParallel's per-device workers do), all ranks' threads calling the same collectives in
+//     the same order;
+//   * one process per GPU (DistributedDataParallel under mpirun): new_nccl_group(bootstrap,
+//     device) makes rank 0 create the NCCL unique id (ncclGetUniqueId), sends it to every rank
+//     with `bootstrap.broadcast` (any CPU ProcessGroup: init_mpi()'s, or a thread group), then
+//     calls ncclCommInitRank(bootstrap.size(), id, bootstrap.rank()) on `device`.
+//
+// Streams (PyTorch's ProcessGroupNCCL does the same): every collective runs on the group's own
+// NCCL stream of its device, after an event recorded on the device's compute stream
+// (cuda::compute_stream), so it starts only once the work that produced the tensor is done and
+// does not hold up later compute work that does not need it; an event recorded after the NCCL call
+// makes the compute stream wait for it, so every later op on the tensor sees the result. The call
+// returns once the collective is enqueued (asynchronous, as PyTorch's async_op work whose wait()
+// was called): a failure inside NCCL or a peer that never arrives surfaces at the next
+// synchronisation (cuda::synchronize, Tensor::item, a copy to the host) or in the next
+// collective's check below.
+//
+// Reduction order: NCCL's (ring or tree, chosen by NCCL), not the threads/MPI backends' rank order.
+// Every rank gets the same bits; with 2 ranks the sum equals rank order exactly (a + b = b + a);
+// with more ranks it may differ from the other backends in the last bits.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "lockstep/core/device.h"
+#include "lockstep/dist/process_group.h"
+
+namespace lockstep::dist {
+
+/// Whether this binary has the NCCL backend (built with -DLOCKSTEP_CUDA=ON). It does not say
+/// whether a GPU is present: see cuda::device_count().
+bool nccl_available();
+
+/// NCCL's version as "2.28.9" (ncclGetVersion); empty without the backend.
+std::string nccl_version();
+
+struct NcclOptions {
+  /// Before each collective the ranks compare what they are about to do (collective, sequence
+  /// number, dtype, element count, op, root: one 8-int64 ncclAllGather on the NCCL stream, read
+  /// back on the host) and every rank throws the same error when they differ: DTypeError /
+  /// ShapeError naming the ranks, DistError for a different collective, op or root. Without it a
+  /// mismatch is undefined behaviour in NCCL (a hang or a wrong result). Costs one small
+  /// collective and a host wait on the NCCL stream (not on the compute stream) per collective;
+  /// DataParallel, whose ranks run the same code on one process, turns it off.
+  bool check_arguments = true;
+  /// Seconds a host-side wait (the argument check, barrier) may take before the communicator is
+  /// aborted (ncclCommAbort) and TimeoutError is thrown naming the rank; > 0, infinity waits for
+  /// ever. Collectives themselves are asynchronous and are not timed (see above).
+  double timeout_seconds = 300.0;
+};
+
+/// One process, several GPUs: ncclCommInitAll over `devices` (cuda:k devices, each at most once).
+/// Element r of the result is rank r of devices.size(), bound to devices[r].
+///
+/// Errors: ValueError for an empty list or a device listed twice (NCCL cannot place two ranks on
+/// one GPU; the message names it and its positions), DeviceError for a non-CUDA device, CudaError
+/// naming the device when it does not exist (including on machines without a GPU), NcclError
+/// naming the operation when NCCL fails; DistError in builds without the backend.
+std::vector<std::shared_ptr<ProcessGroup>> new_nccl_group(const std::vector<Device>& devices,
+                                                          NcclOptions options = {});
+
+/// One process per GPU: this process's rank `bootstrap.rank()` of `bootstrap.size()` on `device`
+/// (a cuda:k device of this process). Every rank of `bootstrap` must call it at the same time with
+/// its own device. The unique id travels through `bootstrap.broadcast` of a CPU int64 tensor.
+/// Same errors as above; a device already used by another rank of the group is found by NCCL
+/// (ncclInvalidUsage / "Duplicate GPU detected") and reported as NcclError naming it.
+std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, Device device,
+                                             NcclOptions options = {});
+
+}  // namespace lockstep::dist

@@ -1,0 +1,24 @@
+// The NCCL entry points of a build without the CUDA backend (LOCKSTEP_CUDA=OFF): CMake compiles
+// this file instead of src/cuda/nccl_group.cpp.
+#include "lockstep/dist/nccl.h"
+
+namespace lockstep::dist {
+
+namespace {
+[[noreturn]] void not_built() {
+  throw DistError(
+      "this build has no NCCL backend (configure with -DLOCKSTEP_CUDA=ON and the CUDA toolkit)");
+}
+}  // namespace
+
+bool nccl_available() { return false; }
+
+std::string nccl_version() { return {}; }
+
+std::vector<std::shared_ptr<ProcessGroup>> new_nccl_group(const std::vector<Device>&, NcclOptions) {
+  not_built();
+}
+
+std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup&, Device, NcclOptions) { not_built(); }
+
+}  // namespace lockstep::dist

@@ -19,10 +19,11 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
     throw ValueError("GradientReducer: root " + std::to_string(root_) + " out of range for " +
                      std::to_string(group_->size()) + " ranks");
   std::size_t n = flat_.params.size();
-  // Flags in front of the gradients, padded so the gradients start on a 64-byte boundary.
+  // Flags (one per parameter, then the completion count) in front of the gradients, padded so
+  // the gradients start on a 64-byte boundary.
   const auto es = static_cast<std::int64_t>(element_size(flat_.buffer.dtype()));
   const std::int64_t per_line = std::max<std::int64_t>(1, 64 / es);
-  pad_ = (static_cast<std::int64_t>(n) + per_line - 1) / per_line * per_line;
+  pad_ = (static_cast<std::int64_t>(n) + 1 + per_line - 1) / per_line * per_line;
   renew_buffer();
   bucket_of_.assign(n, -1);
   has_grad_.assign(n, 0);
@@ -50,7 +51,8 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
   for (std::size_t k = 0; k < n; ++k) {
     if (bucket_of_[k] < 0) continue;
     Tensor p = flat_.params[k];
-    hook_ids_.push_back(p.register_post_accumulate_grad_hook([this, k](Tensor&) { mark_ready(k); }));
+    hook_ids_.push_back(
+        p.register_post_accumulate_grad_hook([this, k](Tensor&) { mark_ready(k); }));
   }
 }
 
@@ -83,6 +85,7 @@ void GradientReducer::prepare() {
   next_bucket_ = 0;
   bytes_reduced_ = 0;
   active_ = true;
+  completed_ = false;
 }
 
 void GradientReducer::seed(std::size_t i, const Tensor& grad) {
@@ -117,7 +120,9 @@ void GradientReducer::mark_ready(std::size_t k) {
 }
 
 void GradientReducer::reduce_ready_buckets() {
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0)
+  // The last bucket waits for finalize() / abandon(): its reduction also says whether every rank
+  // completed its backward.
+  while (next_bucket_ + 1 < buckets_.size() && buckets_[next_bucket_].pending == 0)
     reduce_bucket(next_bucket_++);
 }
 
@@ -138,6 +143,7 @@ void GradientReducer::reduce_bucket(std::size_t b) {
       using T = decltype(zero);
       T* f = grad_.data_ptr<T>();
       for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
+      f[n] = completed_ ? T(1) : T(0);
     });
   const std::int64_t lo = last ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
   Tensor slice = narrow(grad_, 0, lo, hi - lo);
@@ -154,7 +160,17 @@ void GradientReducer::reduce_bucket(std::size_t b) {
     });
 }
 
+void GradientReducer::abandon() {
+  completed_ = false;
+  reduce_rest();
+}
+
 void GradientReducer::finalize() {
+  completed_ = true;
+  reduce_rest();
+}
+
+void GradientReducer::reduce_rest() {
   NoGradGuard no_grad;
   active_ = false;
   while (next_bucket_ < buckets_.size()) reduce_bucket(next_bucket_++);
@@ -163,6 +179,46 @@ void GradientReducer::finalize() {
     p.set_grad(has_grad_[k] ? flat_.view_of(grad_view_, k) : Tensor());
     autograd::set_grad_destination(p, Tensor());
   }
+}
+
+}  // namespace lockstep::parallel
+
+namespace lockstep::parallel {
+
+template <class F>
+static auto read_flag(const Tensor& grad, std::size_t i, F&& f) {
+  return detail::visit_float(grad.dtype(),
+                             [&](auto zero) { return f(grad.data_ptr<decltype(zero)>()[i]); });
+}
+
+bool GradientReducer::reduced_has_grad(std::size_t i) const {
+  if (i >= flat_.params.size())
+    throw ValueError("GradientReducer::reduced_has_grad: parameter " + std::to_string(i) +
+                     " out of range");
+  return read_flag(grad_, i, [](auto v) { return v > 0; });
+}
+
+int GradientReducer::completed_ranks() const {
+  return read_flag(grad_, flat_.params.size(), [](auto v) { return static_cast<int>(v + 0.5); });
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> GradientReducer::reduced_slices(int rank) const {
+  const std::int64_t n = group_->size();
+  if (rank < 0 || rank >= n)
+    throw ValueError("GradientReducer::reduced_slices: rank " + std::to_string(rank) +
+                     " out of range for " + std::to_string(n) + " ranks");
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    // The collective's range in grad_ (the last bucket's starts with the flags), the part rank
+    // `rank` sums there (threads backend: elements [m·r/n, m·(r+1)/n)), back in flat coordinates.
+    const Bucket& bucket = buckets_[b];
+    const std::int64_t lo = b + 1 == buckets_.size() ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
+    const std::int64_t m = hi - lo;
+    const std::int64_t a = std::max(lo + m * rank / n, pad_ + bucket.lo) - pad_;
+    const std::int64_t e = lo + m * (rank + 1) / n - pad_;
+    if (a < e) out.emplace_back(a, e);
+  }
+  return out;
 }
 
 }  // namespace lockstep::parallel

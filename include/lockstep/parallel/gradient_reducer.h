@@ -2,8 +2,10 @@
 // (the mechanism of torch.nn.parallel.DistributedDataParallel's reducer). The rank's parameters
 // live in one flat buffer and its gradients in another; gradients are grouped into buckets of at
 // most `bucket_cap_bytes` in reverse parameter order (the order backward produces them) and each
-// bucket is reduced as soon as all of its gradients are final, from the gradient hook on
-// the thread running backward. The reduction is a blocking call there: the rest of this
+// bucket except the last is reduced as soon as all of its gradients are final, from the gradient
+// hook on the thread running backward; the last one (the first parameters, whose gradients
+// backward produces last) is reduced by finalize(), since its reduction also counts the ranks
+// that completed their backward. The reduction is a blocking call there: the rest of this
 // replica's backward waits for it (other replicas and ranks keep computing). PyTorch hands ready
 // buckets to a communication thread instead; an asynchronous ProcessGroup call would be needed
 // for that, and is not built. Buckets are reduced strictly in index order on every rank, so ranks
@@ -13,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "lockstep/dist/process_group.h"
@@ -57,8 +60,13 @@ class GradientReducer {
   /// last bucket (summed; > 0 means some rank had one), so no separate collective is needed. A
   /// parameter that got none on any rank is left with no .grad; one that got a gradient on some
   /// ranks only is reduced with zeros from the others; every other parameter's .grad is its
-  /// slice of flat_grad().
+  /// slice of flat_grad(). The last collective also sums one completion flag per rank (1 from
+  /// finalize(), 0 from abandon()): completed_ranks().
   void finalize();
+  /// finalize() for a rank whose backward failed: it still takes part in every remaining
+  /// collective (contributing zeros for the gradients it did not produce), so the other ranks
+  /// finish their step, but counts as not completed.
+  void abandon();
 
   /// Gives the reducer a new, zeroed gradient buffer (before prepare()); tensors viewing the old
   /// one keep their values. DataParallel calls it when a .grad it handed out from the old buffer
@@ -68,6 +76,20 @@ class GradientReducer {
   const Tensor& flat_grad() const { return grad_view_; }
   /// Whether parameter i has a gradient after finalize().
   bool has_grad(std::size_t i) const { return has_grad_[i] != 0; }
+  /// On the root (or with root < 0 on any rank), after the step's last collective: whether
+  /// parameter i got a gradient on any rank, and how many ranks called finalize() rather than
+  /// abandon(). Unlike has_grad(), these read the reduced flags in the gradient buffer and
+  /// change nothing, so another rank's thread may call them on the root's reducer once its own
+  /// finalize() has returned, when the backend's collectives return on every rank only after
+  /// the result is complete (the threads backend's do), until the root's next prepare().
+  bool reduced_has_grad(std::size_t i) const;
+  int completed_ranks() const;
+  /// The element ranges of the flat buffer (one per bucket, empty ones left out) whose sums rank
+  /// `rank` computes in the threads backend, which has rank r of n sum elements [m·r/n, m·(r+1)/n)
+  /// of each collective of m elements (a bucket; the last one with the flags in front). Work
+  /// split along these ranges after a reduction finds its data in the cache of the core that
+  /// summed it; any other split gives the same results. ValueError for a rank out of range.
+  std::vector<std::pair<std::int64_t, std::int64_t>> reduced_slices(int rank) const;
   std::size_t num_buckets() const { return buckets_.size(); }
   /// Bytes this rank contributed to reductions in the last step (gradients and flags; 0 in a
   /// group of one rank).
@@ -81,6 +103,7 @@ class GradientReducer {
   };
   void mark_ready(std::size_t param);
   void reduce_ready_buckets();
+  void reduce_rest();  // finalize() / abandon() after completed_ is set
   void reduce_bucket(std::size_t b);
 
   FlatBuffer flat_;
@@ -88,7 +111,8 @@ class GradientReducer {
   ReducerOptions options_;
   int root_ = -1;
   // [pad_ + numel]: elements [0, nparams) are the has-grad flags of the last bucket's reduction,
-  // then padding to a 64-byte boundary, then the gradients (grad_view_).
+  // element nparams the completion flag, then padding to a 64-byte boundary, then the gradients
+  // (grad_view_).
   Tensor grad_;
   Tensor grad_view_;
   std::int64_t pad_ = 0;
@@ -98,7 +122,8 @@ class GradientReducer {
   std::vector<char> written_;  // the slice holds this step's data (copied, seeded)
   std::vector<int> hook_ids_;
   std::size_t next_bucket_ = 0;
-  bool active_ = false;  // between prepare() and finalize(): hooks only count then
+  bool active_ = false;     // between prepare() and finalize(): hooks only count then
+  bool completed_ = false;  // this rank's completion flag (finalize: 1, abandon: 0)
   std::int64_t bytes_reduced_ = 0;
 };
 

@@ -351,8 +351,10 @@ TEST(FusedOptim, DistributedDataParallelStepsOnTheCallingThreadBitIdentically) {
     std::vector<Result> out[2];
     for (bool fused : {false, true}) {
       out[fused].resize(2);
+      // Built here: make_net() seeds the process-wide generator, which the rank threads share.
+      std::vector<std::shared_ptr<Net>> nets{make_net(), make_net()};
       run_ranks(2, [&](int rank, std::shared_ptr<dist::ProcessGroup> group) {
-        auto net = make_net();
+        auto net = nets[static_cast<std::size_t>(rank)];
         parallel::DistributedDataParallelOptions o;
         o.device_ids = cpus(2);
         o.threads_per_device = 1;

@@ -393,12 +393,30 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
     }
     fused_->begin_sliced_step(candidates);
   }
+  // The reducers call the update from finalize() (see GradientReducer::set_update); it reads
+  // grad_views, so it is cleared again when this call ends, also by an exception.
+  for (std::size_t k = 0; k < n; ++k) {
+    if (sliced)
+      reducers_[k]->set_update([this, k, &grad_views](std::int64_t lo, std::int64_t hi) {
+        fused_update(k, lo, hi, grad_views);
+      });
+    else
+      reducers_[k]->set_update(nullptr);
+  }
+  struct ClearUpdates {
+    std::vector<std::unique_ptr<GradientReducer>>& reducers;
+    bool on;
+    ~ClearUpdates() {
+      if (on)
+        for (auto& r : reducers) r->set_update(nullptr);
+    }
+  } clear_updates{reducers_, sliced};
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
     if (seed) seed_from_local(k);
     // A replica that fails still takes part in every remaining collective (contributing zeros),
     // so the others finish their step instead of waiting for it; then its error is rethrown. It
-    // counts as not completed, so no worker applies the fused optimizer's update.
+    // counts as not completed, so no reducer applies the fused optimizer's update.
     struct AbandonOnError {
       GradientReducer& r;
       bool done = false;
@@ -411,8 +429,7 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
     } guard{*reducers_[k]};
     if (weights[k] > 0) replica_step(k);
     guard.done = true;
-    reducers_[k]->finalize();
-    if (sliced) fused_update(k, grad_views);
+    reducers_[k]->finalize();  // with the fused optimizer: also its update (set_update above)
   });
   bytes_moved_ = parameter_copy_bytes(n);
   for (std::size_t k = 0; k < n; ++k) bytes_moved_ += reducers_[k]->bytes_reduced();
@@ -447,25 +464,21 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
   return mean_loss();
 }
 
-void DataParallel::fused_update(std::size_t k, const std::vector<Tensor>& grads) {
-  const GradientReducer& root = *reducers_.front();
-  // The last reduction has returned on this worker, so replica 0's flags and sums are final.
-  if (root.completed_ranks() != static_cast<int>(devices_.size())) return;  // a replica failed
-  NoGradGuard no_grad;
+void DataParallel::fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,
+                                const std::vector<Tensor>& grads) {
+  const GradientReducer& reducer = *reducers_[k];
   const std::size_t nparams = master_.params.size();
-  for (auto [lo, hi] : reducers_[k]->reduced_slices(static_cast<int>(k))) {
-    // The first parameter overlapping [lo, hi), then the following ones.
-    std::size_t j = static_cast<std::size_t>(
-        std::upper_bound(master_.offsets.begin(), master_.offsets.end(), lo) -
-        master_.offsets.begin());
-    j = j > 0 ? j - 1 : 0;
-    for (; j < nparams && master_.offsets[j] < hi; ++j) {
-      const int i = fused_index_[j];
-      if (i < 0 || !root.reduced_has_grad(j)) continue;  // not optimized / no gradient anywhere
-      const std::int64_t off = master_.offsets[j], numel = master_.shapes[j].numel();
-      const std::int64_t a = std::max(lo, off) - off, e = std::min(hi, off + numel) - off;
-      if (a < e) fused_->update_slice(static_cast<std::size_t>(i), grads[j], a, e);
-    }
+  // The first parameter overlapping [lo, hi), then the following ones.
+  std::size_t j = static_cast<std::size_t>(
+      std::upper_bound(master_.offsets.begin(), master_.offsets.end(), lo) -
+      master_.offsets.begin());
+  j = j > 0 ? j - 1 : 0;
+  for (; j < nparams && master_.offsets[j] < hi; ++j) {
+    const int i = fused_index_[j];
+    if (i < 0 || !reducer.has_grad(j)) continue;  // not optimized / no gradient on any replica
+    const std::int64_t off = master_.offsets[j], numel = master_.shapes[j].numel();
+    const std::int64_t a = std::max(lo, off) - off, e = std::min(hi, off + numel) - off;
+    if (a < e) fused_->update_slice(static_cast<std::size_t>(i), grads[j], a, e);
   }
 }
 

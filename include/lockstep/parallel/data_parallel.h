@@ -106,17 +106,18 @@ class DataParallel : public nn::Module {
   /// optimizer->step(). The result is bit-identical to forward_backward() followed by
   /// optimizer->step(): the same parameters, optimizer state and .grad (the reduced gradients
   /// stay on the parameters, as with PyTorch's fused optimizer; zero_grad() is still the
-  /// caller's, before each step). Where it pays, the update runs on the device workers: once the
-  /// last bucket is reduced, each worker updates the part of the flat parameter buffer whose
-  /// gradient sums it computed (still in its core's cache), with the optimizer's own elementwise
-  /// update (Optimizer::update_slice), so no thread steps the whole model and nothing is copied.
+  /// caller's, before each step). Where it pays, the update runs on the device workers inside
+  /// the last gradient reduction: each worker updates the elements of the flat parameter buffer
+  /// whose gradient sums it has just computed, block by block while they are in its core's cache
+  /// (GradientReducer::set_update), with the optimizer's own elementwise update
+  /// (Optimizer::update_slice), so no thread steps the whole model and nothing is copied.
   /// That is the reducer path of a DataParallel without a process_group, when no wrapped
   /// parameter holds a .grad from before the call (.grad would be accumulated into first) and
   /// no no_sync() gradients are pending; in every other call that reduces (deterministic mode,
   /// DistributedDataParallel, the call after no_sync(), a held .grad) optimizer->step() runs on
   /// the calling thread at the end of forward_backward(), which is the same computation. A call
-  /// that throws (a failing replica included) updates nothing: workers update only after the
-  /// last reduction has shown that every replica completed its backward. The gather path
+  /// that throws (a failing replica included) updates nothing: the workers update only once the
+  /// has-grad flags' reduction has shown that every replica completed its backward. The gather path
   /// (forward() + loss.backward()) ignores the fused optimizer: call optimizer->step() there.
   /// The optimizer's lr is read at each step, so LR schedulers work unchanged, and its
   /// state_dict() / load_state_dict() are unaffected. `optimizer` must hold only wrapped
@@ -276,9 +277,11 @@ class DataParallel : public nn::Module {
   // The reducer path (forward_backward without deterministic mode).
   Tensor forward_backward_reducer(const Tensor& input, const Tensor& target, const LossFn& loss_fn,
                                   const LossCount& count);
-  // The fused optimizer's sliced update on worker k, after its reducer's finalize(): the
-  // parameters of its reduced slices that got a gradient, if every replica completed.
-  void fused_update(std::size_t k, const std::vector<Tensor>& grads);
+  // The fused optimizer's update of flat elements [lo, hi) on worker k (its reducer's update,
+  // GradientReducer::set_update): the parts of optimized parameters with a gradient; grads[j] is
+  // master parameter j's reduced gradient.
+  void fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,
+                    const std::vector<Tensor>& grads);
 
   std::shared_ptr<nn::Module> module_;
   std::vector<Device> devices_;

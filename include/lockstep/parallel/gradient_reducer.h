@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -60,8 +61,8 @@ class GradientReducer {
   /// last bucket (summed; > 0 means some rank had one), so no separate collective is needed. A
   /// parameter that got none on any rank is left with no .grad; one that got a gradient on some
   /// ranks only is reduced with zeros from the others; every other parameter's .grad is its
-  /// slice of flat_grad(). The last collective also sums one completion flag per rank (1 from
-  /// finalize(), 0 from abandon()): completed_ranks().
+  /// slice of flat_grad(). The flags also sum one completion flag per rank (1 from finalize(), 0
+  /// from abandon()): completed_ranks().
   void finalize();
   /// finalize() for a rank whose backward failed: it still takes part in every remaining
   /// collective (contributing zeros for the gradients it did not produce), so the other ranks
@@ -76,20 +77,25 @@ class GradientReducer {
   const Tensor& flat_grad() const { return grad_view_; }
   /// Whether parameter i has a gradient after finalize().
   bool has_grad(std::size_t i) const { return has_grad_[i] != 0; }
-  /// On the root (or with root < 0 on any rank), after the step's last collective: whether
-  /// parameter i got a gradient on any rank, and how many ranks called finalize() rather than
-  /// abandon(). Unlike has_grad(), these read the reduced flags in the gradient buffer and
-  /// change nothing, so another rank's thread may call them on the root's reducer once its own
-  /// finalize() has returned, when the backend's collectives return on every rank only after
-  /// the result is complete (the threads backend's do), until the root's next prepare().
-  bool reduced_has_grad(std::size_t i) const;
-  int completed_ranks() const;
-  /// The element ranges of the flat buffer (one per bucket, empty ones left out) whose sums rank
-  /// `rank` computes in the threads backend, which has rank r of n sum elements [m·r/n, m·(r+1)/n)
-  /// of each collective of m elements (a bucket; the last one with the flags in front). Work
-  /// split along these ranges after a reduction finds its data in the cache of the core that
-  /// summed it; any other split gives the same results. ValueError for a rank out of range.
-  std::vector<std::pair<std::int64_t, std::int64_t>> reduced_slices(int rank) const;
+  /// After finalize(): how many ranks completed their backward (called finalize(), not
+  /// abandon()); valid where has_grad() is (the root, or every rank with root < 0 or an update).
+  int completed_ranks() const { return completed_ranks_; }
+
+  /// The fused optimizer's hook (DataParallel::register_fused_optim): with `update` set (null
+  /// clears it), finalize() also calls update(lo, hi) on this rank's thread for ranges [lo, hi)
+  /// of the flat buffer, each element of the buffer exactly once over all ranks, every one
+  /// final in the root's flat_grad() by then — but only when every rank completed (no
+  /// abandon()), and never before every rank has entered finalize() or abandon(), so no
+  /// rank's backward still runs. For it the has-grad and completion flags become a collective of
+  /// their own (all-reduced, so has_grad() is valid on every rank), made once the buckets before
+  /// the last are reduced; then each rank gets its part of those buckets ([m·r/n, m·(r+1)/n) of
+  /// a bucket of m elements, the part it summed in the threads backend), and the last bucket is
+  /// reduced with the update as its epilogue (ProcessGroup::reduce with an epilogue; the threads
+  /// backend hands each block to the rank that summed it, right after summing it, so the sums
+  /// are still in that core's cache). Every rank sets it, or none. With a root, ranks read the
+  /// root's buffer: they must share its memory (the threads backend). An exception from it
+  /// propagates from finalize() after the collectives.
+  void set_update(std::function<void(std::int64_t lo, std::int64_t hi)> update);
   std::size_t num_buckets() const { return buckets_.size(); }
   /// Bytes this rank contributed to reductions in the last step (gradients and flags; 0 in a
   /// group of one rank).
@@ -104,7 +110,9 @@ class GradientReducer {
   void mark_ready(std::size_t param);
   void reduce_ready_buckets();
   void reduce_rest();  // finalize() / abandon() after completed_ is set
-  void reduce_bucket(std::size_t b);
+  void reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue = nullptr);
+  void write_flags();
+  void read_flags();
 
   FlatBuffer flat_;
   std::shared_ptr<dist::ProcessGroup> group_;
@@ -124,6 +132,8 @@ class GradientReducer {
   std::size_t next_bucket_ = 0;
   bool active_ = false;     // between prepare() and finalize(): hooks only count then
   bool completed_ = false;  // this rank's completion flag (finalize: 1, abandon: 0)
+  int completed_ranks_ = 0;
+  std::function<void(std::int64_t, std::int64_t)> update_;
   std::int64_t bytes_reduced_ = 0;
 };
 

@@ -403,14 +403,19 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
     else
       reducers_[k]->set_update(nullptr);
   }
+  // When the call throws, the sliced step also ends, with nothing updated (nothing was).
   struct ClearUpdates {
     std::vector<std::unique_ptr<GradientReducer>>& reducers;
-    bool on;
+    optim::Optimizer* sliced_step;  // null once ended (or when not sliced)
     ~ClearUpdates() {
-      if (on)
-        for (auto& r : reducers) r->set_update(nullptr);
+      if (!sliced_step) return;
+      for (auto& r : reducers) r->set_update(nullptr);
+      try {
+        sliced_step->end_sliced_step(std::vector<char>(sliced_step->params().size(), 0));
+      } catch (...) {
+      }
     }
-  } clear_updates{reducers_, sliced};
+  } clear_updates{reducers_, sliced ? fused_.get() : nullptr};
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
     if (seed) seed_from_local(k);
@@ -449,6 +454,8 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
       if (fused_index_[j] >= 0 && has[j])
         updated[static_cast<std::size_t>(fused_index_[j])] =
             candidates[static_cast<std::size_t>(fused_index_[j])];
+    for (auto& r : reducers_) r->set_update(nullptr);
+    clear_updates.sliced_step = nullptr;
     fused_->end_sliced_step(updated);
     fused_done_ = true;
   }

@@ -215,7 +215,7 @@ class Trainer {
   LoadedData data_;
   std::shared_ptr<nn::Sequential> model_;
   std::unique_ptr<parallel::DataParallel> dp_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<Progress> progress_;
@@ -272,6 +272,11 @@ void Trainer::setup() {
     dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
   }
   optimizer_ = make_optimizer(o_, r_, dp_->parameters());
+  // One process: the optimizer is fused into forward_backward (DataParallel::
+  // register_fused_optim; bit-identical to calling step() after it), so its update runs on the
+  // device workers. Not with --clip-grad-norm, which must see the gradients before the step, nor
+  // across ranks, where it would only move the same step() into forward_backward.
+  if (!dist_.group && !o_.clip_grad_norm) dp_->register_fused_optim(optimizer_);
   scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
   if (o_.resume) resume_from_checkpoint();
 
@@ -459,7 +464,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
       throw DataError(std::string(e.what()) + " (at " + at + ")");
     }
     // The loss is the global batch's (identical on every rank), so every rank takes the same
-    // decision here: no rank steps while another stops.
+    // decision here: no rank steps while another stops. With the fused optimizer the step
+    // already changed the parameters in memory; nothing is written after this error, so what
+    // the run leaves (checkpoints, --save) is the same.
     if (!std::isfinite(loss)) {
       progress_->clear();
       throw NonFiniteLossError("training loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") +
@@ -471,7 +478,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     if (!step_now) continue;
 
     if (o_.clip_grad_norm) nn::utils::clip_grad_norm_(dp_->parameters(), *o_.clip_grad_norm);
-    optimizer_->step();
+    if (!dp_->fused_optim()) optimizer_->step();  // fused: forward_backward made the step
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
     if (const int sig = signal_now(); sig != 0 && b + 1 < batches) {

@@ -35,7 +35,7 @@ struct ReferenceNet : nn::Cloneable<ReferenceNet> {
 // A model, its optimizer and one fixed batch.
 struct Workload {
   std::shared_ptr<nn::Module> model;
-  std::unique_ptr<optim::SGD> optimizer;
+  std::shared_ptr<optim::SGD> optimizer;  // shared: DataParallel::register_fused_optim
   nn::CrossEntropyLoss criterion;
   Tensor x, y;
   std::int64_t batch = 0;
@@ -55,7 +55,7 @@ inline Workload make_reference_workload(std::uint64_t seed = 0) {
   manual_seed(seed);
   Workload w;
   w.model = std::make_shared<ReferenceNet>();
-  w.optimizer = std::make_unique<optim::SGD>(w.model->parameters(), optim::SGDOptions{.lr = 0.01});
+  w.optimizer = std::make_shared<optim::SGD>(w.model->parameters(), optim::SGDOptions{.lr = 0.01});
   w.batch = 32;
   w.x = randn({w.batch, 10});
   w.y = randint(0, 2, {w.batch});
@@ -69,7 +69,7 @@ inline Workload make_mlp_workload(std::uint64_t seed = 0) {
       std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::Linear>(256, 10)});
-  w.optimizer = std::make_unique<optim::SGD>(w.model->parameters(), optim::SGDOptions{.lr = 0.01});
+  w.optimizer = std::make_shared<optim::SGD>(w.model->parameters(), optim::SGDOptions{.lr = 0.01});
   w.batch = 128;
   w.x = randn({w.batch, 784});
   w.y = randint(0, 10, {w.batch});

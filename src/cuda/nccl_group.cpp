@@ -197,6 +197,7 @@ class NcclGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
+  using ProcessGroup::reduce;  // the epilogue overload: reduce, then the epilogue on dst
 
   void all_reduce(Tensor& t, ReduceOp op) override {
     const bool ok = check_tensor("all_reduce", t);

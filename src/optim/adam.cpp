@@ -53,32 +53,58 @@ void adam_update(T* __restrict p, const T* __restrict g, T* __restrict m, T* __r
 }
 }  // namespace
 
-void Adam::step() {
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;  // no gradient: untouched, no state created
-    Tensor& step_t = state_[i].count("step") ? state_[i]["step"]
-                                              : (state_[i]["step"] = scalar_tensor(0, kFloat64));
-    double step = step_t.item() + 1;
-    step_t.fill_(step);
-    Tensor& m = state_or_zeros(i, "exp_avg");
-    Tensor& v = state_or_zeros(i, "exp_avg_sq");
-    if (p.device().is_cuda()) {
-      if (g.device() != p.device())
-        throw DeviceError(std::string(decoupled_ ? "AdamW" : "Adam") + ": parameter " +
-                          std::to_string(i) + " is on " + p.device().str() +
-                          " but its gradient on " + g.device().str());
-      cuda_ops::adam_step(p, g, m, v, lr_, options_.beta1, options_.beta2, options_.eps,
-                          options_.weight_decay, step, decoupled_);
-    } else if (p.dtype() == kFloat64)
-      adam_update<double>(p.data_ptr<double>(), g.data_ptr<double>(), m.data_ptr<double>(),
-                          v.data_ptr<double>(), p.numel(), options_, lr_, step, decoupled_);
-    else
-      adam_update<float>(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
-                         v.data_ptr<float>(), p.numel(), options_, lr_, step, decoupled_);
+void Adam::step() { step_elementwise(); }
+
+void Adam::prepare_param(std::size_t i) {
+  if (pending_.size() != params_.size()) pending_.resize(params_.size());
+  Pending& pd = pending_[i];
+  auto& st = state_[i];
+  const auto step = st.find("step");
+  pd.step = (step == st.end() ? 0.0 : step->second.item()) + 1;
+  const auto m = st.find("exp_avg"), v = st.find("exp_avg_sq");
+  pd.fresh = m == st.end() || v == st.end();
+  pd.m = m != st.end() ? m->second : zeros(params_[i].shape(), params_[i].options());
+  pd.v = v != st.end() ? v->second : zeros(params_[i].shape(), params_[i].options());
+}
+
+void Adam::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) {
+  const Tensor& p = params_[i];
+  const Pending& pd = pending_[i];
+  if (p.device().is_cuda()) {
+    // One fused launch over the whole parameter (cuda_ops::adam_step); supports_sliced_step() is
+    // false while a parameter is on a GPU, so only step() gets here.
+    const std::string name = decoupled_ ? "AdamW" : "Adam";
+    if (lo != 0 || hi != p.numel())
+      throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
+                        "; its update runs over the whole parameter, not in slices");
+    if (grad.device() != p.device())
+      throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
+                        " but its gradient on " + grad.device().str());
+    cuda_ops::adam_step(p, grad, pd.m, pd.v, lr_, options_.beta1, options_.beta2, options_.eps,
+                        options_.weight_decay, pd.step, decoupled_);
+    return;
   }
+  if (p.dtype() == kFloat64)
+    adam_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
+                        pd.m.data_ptr<double>() + lo, pd.v.data_ptr<double>() + lo, hi - lo,
+                        options_, lr_, pd.step, decoupled_);
+  else
+    adam_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
+                       pd.m.data_ptr<float>() + lo, pd.v.data_ptr<float>() + lo, hi - lo, options_,
+                       lr_, pd.step, decoupled_);
+}
+
+void Adam::commit_param(std::size_t i) {
+  Pending& pd = pending_[i];
+  auto& st = state_[i];
+  auto step = st.find("step");
+  if (step == st.end()) step = st.emplace("step", scalar_tensor(0, kFloat64)).first;
+  step->second.fill_(pd.step);
+  if (pd.fresh) {
+    st["exp_avg"] = pd.m;
+    st["exp_avg_sq"] = pd.v;
+  }
+  pd = Pending{};
 }
 
 }  // namespace lockstep::optim

@@ -33,33 +33,50 @@ void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n, const SGDO
 }
 }  // namespace
 
-void SGD::step() {
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;  // no gradient: untouched, no state created
-    Tensor buf;
-    bool first = false;
-    if (options_.momentum != 0) {
-      first = !has_state(i, "momentum_buffer");
-      buf = state_or_zeros(i, "momentum_buffer");
-    }
-    if (p.device().is_cuda()) {
-      if (g.device() != p.device())
-        throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
-                          " but its gradient on " + g.device().str());
-      cuda_ops::sgd_step(p, g, buf, first, lr_, options_.momentum, options_.dampening,
-                         options_.weight_decay, options_.nesterov);
-    } else if (p.dtype() == kFloat64)
-      sgd_update<double>(p.data_ptr<double>(), g.data_ptr<double>(),
-                         buf.defined() ? buf.data_ptr<double>() : nullptr, first, p.numel(),
-                         options_, lr_);
-    else
-      sgd_update<float>(p.data_ptr<float>(), g.data_ptr<float>(),
-                        buf.defined() ? buf.data_ptr<float>() : nullptr, first, p.numel(),
-                        options_, lr_);
+void SGD::step() { step_elementwise(); }
+
+void SGD::prepare_param(std::size_t i) {
+  if (pending_.size() != params_.size()) pending_.resize(params_.size());
+  Pending& pd = pending_[i];
+  pd = Pending{};
+  if (options_.momentum == 0) return;
+  pd.first = !has_state(i, "momentum_buffer");
+  // A first step ignores the buffer's contents (b = d), so a new one is only allocated here and
+  // becomes state in commit_param.
+  pd.buf =
+      pd.first ? zeros(params_[i].shape(), params_[i].options()) : state_[i]["momentum_buffer"];
+}
+
+void SGD::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) {
+  const Tensor& p = params_[i];
+  const Pending& pd = pending_[i];
+  if (p.device().is_cuda()) {
+    // One fused launch over the whole parameter (cuda_ops::sgd_step); supports_sliced_step() is
+    // false while a parameter is on a GPU, so only step() gets here.
+    if (lo != 0 || hi != p.numel())
+      throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
+                        "; its update runs over the whole parameter, not in slices");
+    if (grad.device() != p.device())
+      throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
+                        " but its gradient on " + grad.device().str());
+    cuda_ops::sgd_step(p, grad, pd.buf, pd.first, lr_, options_.momentum, options_.dampening,
+                       options_.weight_decay, options_.nesterov);
+    return;
   }
+  if (p.dtype() == kFloat64)
+    sgd_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
+                       pd.buf.defined() ? pd.buf.data_ptr<double>() + lo : nullptr, pd.first,
+                       hi - lo, options_, lr_);
+  else
+    sgd_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
+                      pd.buf.defined() ? pd.buf.data_ptr<float>() + lo : nullptr, pd.first, hi - lo,
+                      options_, lr_);
+}
+
+void SGD::commit_param(std::size_t i) {
+  Pending& pd = pending_[i];
+  if (pd.first && pd.buf.defined()) set_state(i, "momentum_buffer", pd.buf);
+  pd = Pending{};
 }
 
 }  // namespace lockstep::optim

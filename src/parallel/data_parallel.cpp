@@ -79,8 +79,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
     // replicas on the other CPU devices (an alias of the same memory), since cpu:k devices share
     // RAM: nothing is copied to them before a step. Replicas on other device types get a copy.
     const bool shared = k == 0 || (devices_[k].is_cpu() && devices_.front().is_cpu());
-    replica_flat_.push_back(FlatBuffer::build(replica->parameters(), devices_[k],
-                                              shared ? &master_.buffer : nullptr));
+    replica_flat_.push_back(
+        FlatBuffer::build(replica->parameters(), devices_[k], shared ? &master_.buffer : nullptr));
     replicas_.push_back(std::move(replica));
     workers_.push_back(std::make_unique<DeviceWorker>(devices_[k], threads));
     // Only replica 0's reduced gradients are read (they become the master's .grad), so the
@@ -133,9 +133,9 @@ void DataParallel::check_master(bool gradients) {
     // Replicas and reducers were set up for the requires_grad flags at wrapping time.
     if (gradients && p.requires_grad() != replica_flat_.front().params[j].requires_grad())
       throw ValueError("DataParallel: wrapped parameter " + std::to_string(j) + " " +
-                       p.shape().str() + " now has requires_grad=" +
-                       (p.requires_grad() ? "true" : "false") + " but had " +
-                       (p.requires_grad() ? "false" : "true") +
+                       p.shape().str() +
+                       " now has requires_grad=" + (p.requires_grad() ? "true" : "false") +
+                       " but had " + (p.requires_grad() ? "false" : "true") +
                        " when wrapped (wrap the module again after freezing or unfreezing "
                        "parameters)");
     const char* expected = static_cast<const char*>(master_.buffer.raw_data()) +
@@ -197,6 +197,37 @@ std::vector<std::pair<std::size_t, std::size_t>> DataParallel::shard_ranges(
     start += static_cast<std::size_t>(s);
   }
   return out;
+}
+
+void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer) {
+  if (!optimizer) {
+    fused_.reset();
+    fused_index_.clear();
+    return;
+  }
+  if (!optimizer->supports_sliced_step())
+    throw ValueError(
+        "DataParallel::register_fused_optim: the optimizer's step is not elementwise (it does not "
+        "support sliced steps, Optimizer::supports_sliced_step()); call its step() after "
+        "forward_backward() instead");
+  std::vector<int> index(master_.params.size(), -1);
+  const auto& params = optimizer->params();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    std::size_t j = 0;
+    while (j < master_.params.size() && !master_.params[j].is_same(params[i])) ++j;
+    if (j == master_.params.size())
+      throw ValueError("DataParallel::register_fused_optim: optimizer parameter " +
+                       std::to_string(i) + " " + params[i].shape().str() +
+                       " is not a parameter of the wrapped module (build the optimizer from "
+                       "module()->parameters() or the DataParallel's parameters())");
+    if (index[j] >= 0)
+      throw ValueError("DataParallel::register_fused_optim: optimizer parameters " +
+                       std::to_string(index[j]) + " and " + std::to_string(i) +
+                       " are the same tensor; a fused step would update it twice");
+    index[j] = static_cast<int>(i);
+  }
+  fused_ = std::move(optimizer);
+  fused_index_ = std::move(index);
 }
 
 // ---- Module interface ------------------------------------------------------------------------

@@ -276,7 +276,19 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
                      (target.defined() ? target.shape().str() : std::string("undefined")) +
                      " must have the same batch dimension");
   check_master(true);
-  if (options_.deterministic) return forward_backward_deterministic(input, target, loss_fn, count);
+  reduced_ = false;
+  fused_done_ = false;
+  Tensor loss = options_.deterministic
+                    ? forward_backward_deterministic(input, target, loss_fn, count)
+                    : forward_backward_reducer(input, target, loss_fn, count);
+  // The fused optimizer's step where the workers did not make it (see register_fused_optim): a
+  // call that reduced into .grad, on a rank that has not joined.
+  if (fused_ && reduced_ && !fused_done_ && !joined_) fused_->step();
+  return loss;
+}
+
+Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor& target,
+                                              const LossFn& loss_fn, const LossCount& count) {
   const std::int64_t batch = input.size(0);
   const std::size_t n = devices_.size();
   auto sizes = split_sizes(batch, static_cast<std::int64_t>(n));
@@ -362,26 +374,67 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     return mean_loss();
   }
   const bool seed = local_pending_;
+  // The fused optimizer updates on the workers when its step uses exactly the reduced gradients:
+  // nothing seeded, no .grad to accumulate into, one process (across ranks, replica 0 reduces
+  // with the other ranks after its siblings' reductions have returned).
+  bool sliced = fused_ && !seed && !group;
+  for (std::size_t j = 0; sliced && j < master_.params.size(); ++j)
+    sliced = !master_.params[j].grad().defined();
   // master_grad_ is replica 0's reducer buffer, which this step overwrites.
   renew_master_grad_if_held();
+  std::vector<char> candidates;
+  std::vector<Tensor> grad_views;  // master parameter j's gradient in replica 0's buffer
+  if (sliced) {
+    candidates.assign(fused_->params().size(), 0);
+    for (std::size_t j = 0; j < master_.params.size(); ++j) {
+      grad_views.push_back(master_.view_of(master_grad_, j));
+      if (fused_index_[j] >= 0 && master_.params[j].requires_grad())
+        candidates[static_cast<std::size_t>(fused_index_[j])] = 1;
+    }
+    fused_->begin_sliced_step(candidates);
+  }
+  // The reducers call the update from finalize() (see GradientReducer::set_update); it reads
+  // grad_views, so it is cleared again when this call ends, also by an exception.
+  for (std::size_t k = 0; k < n; ++k) {
+    if (sliced)
+      reducers_[k]->set_update([this, k, &grad_views](std::int64_t lo, std::int64_t hi) {
+        fused_update(k, lo, hi, grad_views);
+      });
+    else
+      reducers_[k]->set_update(nullptr);
+  }
+  // When the call throws, the sliced step also ends, with nothing updated (nothing was).
+  struct ClearUpdates {
+    std::vector<std::unique_ptr<GradientReducer>>& reducers;
+    optim::Optimizer* sliced_step;  // null once ended (or when not sliced)
+    ~ClearUpdates() {
+      if (!sliced_step) return;
+      for (auto& r : reducers) r->set_update(nullptr);
+      try {
+        sliced_step->end_sliced_step(std::vector<char>(sliced_step->params().size(), 0));
+      } catch (...) {
+      }
+    }
+  } clear_updates{reducers_, sliced ? fused_.get() : nullptr};
   run_on_workers(n, [&](std::size_t k) {
     reducers_[k]->prepare();
     if (seed) seed_from_local(k);
     // A replica that fails still takes part in every remaining collective (contributing zeros),
-    // so the others finish their step instead of waiting for it; then its error is rethrown.
-    struct FinalizeOnError {
+    // so the others finish their step instead of waiting for it; then its error is rethrown. It
+    // counts as not completed, so no reducer applies the fused optimizer's update.
+    struct AbandonOnError {
       GradientReducer& r;
       bool done = false;
-      ~FinalizeOnError() {
+      ~AbandonOnError() {
         if (!done) try {
-            r.finalize();
+            r.abandon();
           } catch (...) {
           }
       }
     } guard{*reducers_[k]};
     if (weights[k] > 0) replica_step(k);
     guard.done = true;
-    reducers_[k]->finalize();
+    reducers_[k]->finalize();  // with the fused optimizer: also its update (set_update above)
   });
   bytes_moved_ = parameter_copy_bytes(n);
   for (std::size_t k = 0; k < n; ++k) bytes_moved_ += reducers_[k]->bytes_reduced();
@@ -394,6 +447,18 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
       for (std::size_t k = 0; k < n; ++k) has[j] = has[j] || local_has_[k][j];
   }
   accumulate_master_grads(reducers_[0]->flat_grad(), has);
+  reduced_ = true;
+  if (sliced) {
+    std::vector<char> updated(candidates.size(), 0);
+    for (std::size_t j = 0; j < has.size(); ++j)
+      if (fused_index_[j] >= 0 && has[j])
+        updated[static_cast<std::size_t>(fused_index_[j])] =
+            candidates[static_cast<std::size_t>(fused_index_[j])];
+    for (auto& r : reducers_) r->set_update(nullptr);
+    clear_updates.sliced_step = nullptr;
+    fused_->end_sliced_step(updated);
+    fused_done_ = true;
+  }
   for (std::size_t k = 0; k < n; ++k) clear_grads(*replicas_[k]);
   if (seed) {
     NoGradGuard no_grad;
@@ -404,6 +469,24 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
     local_pending_ = false;
   }
   return mean_loss();
+}
+
+void DataParallel::fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,
+                                const std::vector<Tensor>& grads) {
+  const GradientReducer& reducer = *reducers_[k];
+  const std::size_t nparams = master_.params.size();
+  // The first parameter overlapping [lo, hi), then the following ones.
+  std::size_t j = static_cast<std::size_t>(
+      std::upper_bound(master_.offsets.begin(), master_.offsets.end(), lo) -
+      master_.offsets.begin());
+  j = j > 0 ? j - 1 : 0;
+  for (; j < nparams && master_.offsets[j] < hi; ++j) {
+    const int i = fused_index_[j];
+    if (i < 0 || !reducer.has_grad(j)) continue;  // not optimized / no gradient on any replica
+    const std::int64_t off = master_.offsets[j], numel = master_.shapes[j].numel();
+    const std::int64_t a = std::max(lo, off) - off, e = std::min(hi, off + numel) - off;
+    if (a < e) fused_->update_slice(static_cast<std::size_t>(i), grads[j], a, e);
+  }
 }
 
 void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
@@ -523,6 +606,7 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   if (!group) {
     std::vector<char> any = reduce_slots(slots, had);
     accumulate_master_grads(narrow(slots, 0, 0, 1).reshape({master_.numel}), any);
+    reduced_ = true;
     return scalar_tensor(empty ? std::nan("") : tree_sum(losses), master_.buffer.options());
   }
   // Across ranks: gather every rank's shard rows, flags and losses into global shard order, then
@@ -574,6 +658,7 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   }
   std::vector<char> any = reduce_slots(global, global_had);
   accumulate_master_grads(narrow(global, 0, 0, 1).reshape({master_.numel}), any);
+  reduced_ = true;
   rank_losses_.assign(static_cast<std::size_t>(world), 0.0);
   row = 0;
   for (int r = 0; r < world; ++r) {

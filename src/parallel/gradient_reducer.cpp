@@ -19,10 +19,11 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
     throw ValueError("GradientReducer: root " + std::to_string(root_) + " out of range for " +
                      std::to_string(group_->size()) + " ranks");
   std::size_t n = flat_.params.size();
-  // Flags in front of the gradients, padded so the gradients start on a 64-byte boundary.
+  // Flags (one per parameter, then the completion count) in front of the gradients, padded so
+  // the gradients start on a 64-byte boundary.
   const auto es = static_cast<std::int64_t>(element_size(flat_.buffer.dtype()));
   const std::int64_t per_line = std::max<std::int64_t>(1, 64 / es);
-  pad_ = (static_cast<std::int64_t>(n) + per_line - 1) / per_line * per_line;
+  pad_ = (static_cast<std::int64_t>(n) + 1 + per_line - 1) / per_line * per_line;
   renew_buffer();
   bucket_of_.assign(n, -1);
   has_grad_.assign(n, 0);
@@ -50,7 +51,8 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
   for (std::size_t k = 0; k < n; ++k) {
     if (bucket_of_[k] < 0) continue;
     Tensor p = flat_.params[k];
-    hook_ids_.push_back(p.register_post_accumulate_grad_hook([this, k](Tensor&) { mark_ready(k); }));
+    hook_ids_.push_back(
+        p.register_post_accumulate_grad_hook([this, k](Tensor&) { mark_ready(k); }));
   }
 }
 
@@ -83,6 +85,7 @@ void GradientReducer::prepare() {
   next_bucket_ = 0;
   bytes_reduced_ = 0;
   active_ = true;
+  completed_ = false;
 }
 
 void GradientReducer::seed(std::size_t i, const Tensor& grad) {
@@ -117,11 +120,38 @@ void GradientReducer::mark_ready(std::size_t k) {
 }
 
 void GradientReducer::reduce_ready_buckets() {
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0)
+  // The last bucket waits for finalize() / abandon(): its reduction also says whether every rank
+  // completed its backward.
+  while (next_bucket_ + 1 < buckets_.size() && buckets_[next_bucket_].pending == 0)
     reduce_bucket(next_bucket_++);
 }
 
-void GradientReducer::reduce_bucket(std::size_t b) {
+void GradientReducer::set_update(std::function<void(std::int64_t, std::int64_t)> update) {
+  update_ = std::move(update);
+}
+
+// Writes this rank's has-grad flags and completion flag in front of the gradients.
+void GradientReducer::write_flags() {
+  const std::size_t n = flat_.params.size();
+  detail::visit_float(grad_.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* f = grad_.data_ptr<T>();
+    for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
+    f[n] = completed_ ? T(1) : T(0);
+  });
+}
+
+// After the flags' reduction: which parameters got a gradient on any rank, how many completed.
+void GradientReducer::read_flags() {
+  const std::size_t n = flat_.params.size();
+  detail::visit_float(grad_.dtype(), [&](auto zero) {
+    const auto* f = grad_.data_ptr<decltype(zero)>();
+    for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
+    completed_ranks_ = static_cast<int>(f[n] + 0.5);
+  });
+}
+
+void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue) {
   NoGradGuard no_grad;
   const Bucket& bucket = buckets_[b];
   // Slices that got no gradient on this rank contribute zeros.
@@ -130,34 +160,65 @@ void GradientReducer::reduce_bucket(std::size_t b) {
       flat_.view_of(grad_view_, k).zero_();
       written_[k] = 1;
     }
-  // The last bucket also carries the has-grad flags, which sit just in front of it.
-  const bool last = b + 1 == buckets_.size();
-  const std::size_t n = flat_.params.size();
-  if (last)
-    detail::visit_float(grad_.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      T* f = grad_.data_ptr<T>();
-      for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
-    });
-  const std::int64_t lo = last ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
+  // Without an update the last bucket also carries the flags, which sit just in front of it.
+  const bool flags = b + 1 == buckets_.size() && !update_;
+  if (flags) write_flags();
+  const std::int64_t lo = flags ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
   Tensor slice = narrow(grad_, 0, lo, hi - lo);
   if (root_ < 0)
     group_->all_reduce(slice, dist::ReduceOp::Sum);
+  else if (epilogue)
+    group_->reduce(slice, root_, dist::ReduceOp::Sum, *epilogue);
   else
     group_->reduce(slice, root_, dist::ReduceOp::Sum);
   if (group_->size() > 1)  // a group of one moves nothing
     bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
-  if (last)
-    detail::visit_float(grad_.dtype(), [&](auto zero) {
-      const auto* f = grad_.data_ptr<decltype(zero)>();
-      for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
-    });
+  if (flags) read_flags();
+}
+
+void GradientReducer::abandon() {
+  completed_ = false;
+  reduce_rest();
 }
 
 void GradientReducer::finalize() {
+  completed_ = true;
+  reduce_rest();
+}
+
+void GradientReducer::reduce_rest() {
   NoGradGuard no_grad;
   active_ = false;
-  while (next_bucket_ < buckets_.size()) reduce_bucket(next_bucket_++);
+  if (!update_ || buckets_.empty()) {
+    while (next_bucket_ < buckets_.size()) reduce_bucket(next_bucket_++);
+  } else {
+    // The buckets before the last; the flags on their own, all-reduced, so every rank knows
+    // which parameters have a gradient and whether every rank completed; if all did, the update
+    // of this rank's part of those buckets, then the last bucket's reduction with the update of
+    // each block this rank sums as its epilogue.
+    const std::size_t last = buckets_.size() - 1;
+    while (next_bucket_ < last) reduce_bucket(next_bucket_++);
+    write_flags();
+    Tensor flags = narrow(grad_, 0, 0, static_cast<std::int64_t>(flat_.params.size()) + 1);
+    group_->all_reduce(flags, dist::ReduceOp::Sum);
+    if (group_->size() > 1)
+      bytes_reduced_ += flags.numel() * static_cast<std::int64_t>(element_size(flags.dtype()));
+    read_flags();
+    const bool all = completed_ranks_ == group_->size();
+    const std::int64_t n = group_->size(), r = group_->rank();
+    if (all)
+      for (std::size_t b = 0; b < last; ++b) {
+        // The part this rank summed in the threads backend: [m·r/n, m·(r+1)/n) of the bucket.
+        const std::int64_t m = buckets_[b].hi - buckets_[b].lo;
+        const std::int64_t a = buckets_[b].lo + m * r / n, e = buckets_[b].lo + m * (r + 1) / n;
+        if (a < e) update_(a, e);
+      }
+    const std::int64_t base = buckets_[last].lo;
+    const dist::ProcessGroup::Epilogue epilogue = [&](std::int64_t lo, std::int64_t hi) {
+      update_(base + lo, base + hi);
+    };
+    reduce_bucket(next_bucket_++, all ? &epilogue : nullptr);
+  }
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
     Tensor p = flat_.params[k];
     p.set_grad(has_grad_[k] ? flat_.view_of(grad_view_, k) : Tensor());

@@ -64,9 +64,8 @@ TEST(GradientReducer, ASliceWithoutAGradientThisStepContributesZerosNotTheLastSt
       for (int root : {-1, 0}) {
         const std::string what = "cap " + std::to_string(cap) + ", overlap " +
                                  std::to_string(overlap) + ", root " + std::to_string(root);
-        auto ranks =
-            make_ranks(2, parallel::ReducerOptions{.bucket_cap_bytes = cap, .overlap = overlap},
-                       root);
+        auto ranks = make_ranks(
+            2, parallel::ReducerOptions{.bucket_cap_bytes = cap, .overlap = overlap}, root);
         for (int s = 0; s < 3; ++s) {
           on_threads(2, [&](int r) {
             auto& st = ranks[static_cast<std::size_t>(r)];
@@ -82,8 +81,8 @@ TEST(GradientReducer, ASliceWithoutAGradientThisStepContributesZerosNotTheLastSt
             auto& st = ranks[static_cast<std::size_t>(r)];
             const double ga = grad_value(0, s) + grad_value(1, s);
             const double gb = s == 0 ? 10 * ga : 10 * grad_value(0, s);
-            const std::string at = what + ", step " + std::to_string(s) + ", rank " +
-                                   std::to_string(r);
+            const std::string at =
+                what + ", step " + std::to_string(s) + ", rank " + std::to_string(r);
             EXPECT_TRUE(st.reducer->has_grad(0)) << at;
             ASSERT_TRUE(st.a.grad().defined()) << at;
             EXPECT_EQ(st.a.grad().to_vector<float>(), std::vector<float>(3, float(ga))) << at;
@@ -118,6 +117,41 @@ TEST(GradientReducer, AGradientOnOneRankOnlyReachesTheRootWithItsFlag) {
   EXPECT_EQ(root.a.grad().to_vector<float>(), std::vector<float>(3, 3.f));
   // The flags travel with the last (here: only) bucket: one collective per step.
   EXPECT_EQ(root.reducer->num_buckets(), 1u);
+}
+
+TEST(GradientReducer, AbandonCountsAsNotCompletedAndAnUpdateRunsOnlyWhenAllCompleted) {
+  // 4-byte buckets: a and b each in their own bucket, so the update covers both kinds (a bucket
+  // reduced before the flags, and the last one with the update as its epilogue).
+  for (bool fail : {false, true}) {
+    auto ranks = make_ranks(3, parallel::ReducerOptions{.bucket_cap_bytes = 4}, 0);
+    std::vector<std::vector<char>> seen(3, std::vector<char>(5, 0));  // [rank][flat element]
+    on_threads(3, [&](int r) {
+      auto& st = ranks[static_cast<std::size_t>(r)];
+      st.reducer->set_update([&, r](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t i = lo; i < hi; ++i) ++seen[static_cast<std::size_t>(r)][i];
+      });
+      st.reducer->prepare();
+      sum(add(mul(st.a, 2.0), sum(st.b))).backward();
+      if (fail && r == 1)
+        st.reducer->abandon();
+      else
+        st.reducer->finalize();
+    });
+    const std::string what = fail ? "rank 1 abandoned" : "all completed";
+    for (int r = 0; r < 3; ++r) {  // the flags were all-reduced: every rank knows
+      auto& rd = *ranks[static_cast<std::size_t>(r)].reducer;
+      EXPECT_EQ(rd.completed_ranks(), fail ? 2 : 3) << what;
+      EXPECT_TRUE(rd.has_grad(0) && rd.has_grad(1)) << what;
+    }
+    EXPECT_EQ(ranks[0].reducer->num_buckets(), 2u);
+    for (int i = 0; i < 5; ++i) {
+      int calls = 0;
+      for (int r = 0; r < 3; ++r) calls += seen[static_cast<std::size_t>(r)][i];
+      EXPECT_EQ(calls, fail ? 0 : 1) << what << ": element " << i;
+    }
+    // The sums are there either way (a failed rank contributes what it has).
+    EXPECT_EQ(ranks[0].a.grad().to_vector<float>(), std::vector<float>(3, 6.f)) << what;
+  }
 }
 
 TEST(GradientReducer, RootOutsideTheGroupIsAValueError) {
@@ -212,8 +246,9 @@ TEST(DataParallel, FreezingAParameterAfterWrappingIsAValueError) {
   Tensor x = randn({4, 3});
   Tensor y = randint(0, 2, {4});
   model->weight.requires_grad_(false);
-  expect_error<ValueError>([&] { dp.forward_backward(x, y, nn::CrossEntropyLoss()); },
-                           {"parameter 0", "[2, 3]", "requires_grad=false", "wrap the module again"});
+  expect_error<ValueError>(
+      [&] { dp.forward_backward(x, y, nn::CrossEntropyLoss()); },
+      {"parameter 0", "[2, 3]", "requires_grad=false", "wrap the module again"});
   expect_error<ValueError>([&] { (void)dp.forward(x); }, {"parameter 0"});
   {
     NoGradGuard no_grad;  // evaluation computes no gradient: allowed

@@ -4,6 +4,8 @@
 // always gives the same bits.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +37,20 @@ class ProcessGroup {
   virtual void reduce(Tensor& tensor, int dst, ReduceOp op = ReduceOp::Sum) {
     check_root("reduce", dst);
     all_reduce(tensor, op);
+  }
+  /// Work on a reduced range of elements: epilogue(lo, hi) for elements [lo, hi) of the tensor.
+  using Epilogue = std::function<void(std::int64_t lo, std::int64_t hi)>;
+  /// reduce() that also hands every element of the result, once it is final in dst's buffer, to
+  /// exactly one call of `epilogue` on exactly one rank, before the collective returns on that
+  /// rank (e.g. an optimizer update of the parameters behind a gradient bucket while the sums
+  /// are in cache). The threads backend calls it on the rank that summed the elements, block by
+  /// block right after summing each (blocks of a few thousand elements, in increasing order); the
+  /// default reduces, then calls epilogue(0, numel) on dst. The epilogue must not touch the
+  /// collective's buffers except to read dst's elements it was handed; an exception from it is
+  /// rethrown on its rank after the collective completes.
+  virtual void reduce(Tensor& tensor, int dst, ReduceOp op, const Epilogue& epilogue) {
+    reduce(tensor, dst, op);
+    if (rank() == dst && epilogue) epilogue(0, tensor.numel());
   }
   /// In place: every rank's `tensor` becomes root's.
   virtual void broadcast(Tensor& tensor, int root = 0) = 0;

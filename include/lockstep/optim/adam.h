@@ -23,14 +23,28 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options);
   void step() override;
   const AdamOptions& options() const { return options_; }
+  bool supports_sliced_step() const override { return all_params_on_cpu(); }
 
  protected:
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
-  std::vector<std::string> state_names() const override { return {"step", "exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> state_names() const override {
+    return {"step", "exp_avg", "exp_avg_sq"};
+  }
+  void prepare_param(std::size_t i) override;
+  void update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) override;
+  void commit_param(std::size_t i) override;
 
  private:
   AdamOptions options_;
   bool decoupled_;
+  // Per parameter, for the step being made: its step number (t) and moment tensors; `fresh`:
+  // the moments were created for this step (its first) and are not state yet.
+  struct Pending {
+    double step = 0;
+    Tensor m, v;
+    bool fresh = false;
+  };
+  std::vector<Pending> pending_;
 };
 
 /// AdamW: decoupled weight decay; PyTorch's default weight_decay is 0.01.

@@ -28,6 +28,7 @@
 #include "lockstep/dist/process_group.h"
 #include "lockstep/nn/loss.h"
 #include "lockstep/nn/module.h"
+#include "lockstep/optim/optimizer.h"
 #include "lockstep/parallel/flat_buffer.h"
 #include "lockstep/parallel/gradient_reducer.h"
 #include "lockstep/parallel/worker.h"
@@ -97,6 +98,35 @@ class DataParallel : public nn::Module {
   /// CrossEntropyLoss: chunks are weighted by their targets that are not ignore_index.
   Tensor forward_backward(const Tensor& input, const Tensor& target,
                           const nn::CrossEntropyLoss& loss);
+
+  /// Registers `optimizer` as a fused optimizer (PyTorch's
+  /// DistributedDataParallel._register_fused_optim, whose fused update runs right after a
+  /// bucket's gradient reduction): from now on every forward_backward() that reduces gradients
+  /// (not one inside no_sync()) also makes the optimizer's step, and the caller does not call
+  /// optimizer->step(). The result is bit-identical to forward_backward() followed by
+  /// optimizer->step(): the same parameters, optimizer state and .grad (the reduced gradients
+  /// stay on the parameters, as with PyTorch's fused optimizer; zero_grad() is still the
+  /// caller's, before each step). Where it pays, the update runs on the device workers inside
+  /// the last gradient reduction: each worker updates the elements of the flat parameter buffer
+  /// whose gradient sums it has just computed, block by block while they are in its core's cache
+  /// (GradientReducer::set_update), with the optimizer's own elementwise update
+  /// (Optimizer::update_slice), so no thread steps the whole model and nothing is copied.
+  /// That is the reducer path of a DataParallel without a process_group, when no wrapped
+  /// parameter holds a .grad from before the call (.grad would be accumulated into first) and
+  /// no no_sync() gradients are pending; in every other call that reduces (deterministic mode,
+  /// DistributedDataParallel, the call after no_sync(), a held .grad) optimizer->step() runs on
+  /// the calling thread at the end of forward_backward(), which is the same computation. A call
+  /// that throws (a failing replica included) updates nothing: the workers update only once the
+  /// has-grad flags' reduction has shown that every replica completed its backward. The gather path
+  /// (forward() + loss.backward()) ignores the fused optimizer: call optimizer->step() there.
+  /// The optimizer's lr is read at each step, so LR schedulers work unchanged, and its
+  /// state_dict() / load_state_dict() are unaffected. `optimizer` must hold only wrapped
+  /// parameters (the tensors of module()->parameters(), a subset is fine), each once, and
+  /// support sliced steps (Optimizer::supports_sliced_step(): SGD, Adam, AdamW); ValueError
+  /// otherwise. A second registration replaces the first; nullptr unregisters.
+  void register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer);
+  /// The registered fused optimizer (null when none).
+  const std::shared_ptr<optim::Optimizer>& fused_optim() const { return fused_; }
 
   std::shared_ptr<nn::Module> module() const { return module_; }
   const std::vector<Device>& device_ids() const { return devices_; }
@@ -244,6 +274,14 @@ class DataParallel : public nn::Module {
   void accumulate_local(std::size_t k);
   // no_sync(): after reducers_[k]->prepare(), seeds replica k's reducer with its pending buffer.
   void seed_from_local(std::size_t k);
+  // The reducer path (forward_backward without deterministic mode).
+  Tensor forward_backward_reducer(const Tensor& input, const Tensor& target, const LossFn& loss_fn,
+                                  const LossCount& count);
+  // The fused optimizer's update of flat elements [lo, hi) on worker k (its reducer's update,
+  // GradientReducer::set_update): the parts of optimized parameters with a gradient; grads[j] is
+  // master parameter j's reduced gradient.
+  void fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,
+                    const std::vector<Tensor>& grads);
 
   std::shared_ptr<nn::Module> module_;
   std::vector<Device> devices_;
@@ -259,6 +297,12 @@ class DataParallel : public nn::Module {
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
   std::uint64_t step_ = 0;
+  // The fused optimizer, its parameter index per master parameter (-1: not optimized), whether
+  // the current call reduced gradients into .grad and whether its step was already made.
+  std::shared_ptr<optim::Optimizer> fused_;
+  std::vector<int> fused_index_;
+  bool reduced_ = false;
+  bool fused_done_ = false;
   // no_sync() state: whether forward_backward reduces, per-replica local gradient sums (flat,
   // in the replica's layout) and which parameters they hold.
   bool require_sync_ = true;

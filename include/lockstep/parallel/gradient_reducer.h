@@ -2,8 +2,10 @@
 // (the mechanism of torch.nn.parallel.DistributedDataParallel's reducer). The rank's parameters
 // live in one flat buffer and its gradients in another; gradients are grouped into buckets of at
 // most `bucket_cap_bytes` in reverse parameter order (the order backward produces them) and each
-// bucket is reduced as soon as all of its gradients are final, from the gradient hook on
-// the thread running backward. The reduction is a blocking call there: the rest of this
+// bucket except the last is reduced as soon as all of its gradients are final, from the gradient
+// hook on the thread running backward; the last one (the first parameters, whose gradients
+// backward produces last) is reduced by finalize(), since its reduction also counts the ranks
+// that completed their backward. The reduction is a blocking call there: the rest of this
 // replica's backward waits for it (other replicas and ranks keep computing). PyTorch hands ready
 // buckets to a communication thread instead; an asynchronous ProcessGroup call would be needed
 // for that, and is not built. Buckets are reduced strictly in index order on every rank, so ranks
@@ -12,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "lockstep/dist/process_group.h"
@@ -57,8 +61,13 @@ class GradientReducer {
   /// last bucket (summed; > 0 means some rank had one), so no separate collective is needed. A
   /// parameter that got none on any rank is left with no .grad; one that got a gradient on some
   /// ranks only is reduced with zeros from the others; every other parameter's .grad is its
-  /// slice of flat_grad().
+  /// slice of flat_grad(). The flags also sum one completion flag per rank (1 from finalize(), 0
+  /// from abandon()): completed_ranks().
   void finalize();
+  /// finalize() for a rank whose backward failed: it still takes part in every remaining
+  /// collective (contributing zeros for the gradients it did not produce), so the other ranks
+  /// finish their step, but counts as not completed.
+  void abandon();
 
   /// Gives the reducer a new, zeroed gradient buffer (before prepare()); tensors viewing the old
   /// one keep their values. DataParallel calls it when a .grad it handed out from the old buffer
@@ -68,6 +77,25 @@ class GradientReducer {
   const Tensor& flat_grad() const { return grad_view_; }
   /// Whether parameter i has a gradient after finalize().
   bool has_grad(std::size_t i) const { return has_grad_[i] != 0; }
+  /// After finalize(): how many ranks completed their backward (called finalize(), not
+  /// abandon()); valid where has_grad() is (the root, or every rank with root < 0 or an update).
+  int completed_ranks() const { return completed_ranks_; }
+
+  /// The fused optimizer's hook (DataParallel::register_fused_optim): with `update` set (null
+  /// clears it), finalize() also calls update(lo, hi) on this rank's thread for ranges [lo, hi)
+  /// of the flat buffer, each element of the buffer exactly once over all ranks, every one
+  /// final in the root's flat_grad() by then — but only when every rank completed (no
+  /// abandon()), and never before every rank has entered finalize() or abandon(), so no
+  /// rank's backward still runs. For it the has-grad and completion flags become a collective of
+  /// their own (all-reduced, so has_grad() is valid on every rank), made once the buckets before
+  /// the last are reduced; then each rank gets its part of those buckets ([m·r/n, m·(r+1)/n) of
+  /// a bucket of m elements, the part it summed in the threads backend), and the last bucket is
+  /// reduced with the update as its epilogue (ProcessGroup::reduce with an epilogue; the threads
+  /// backend hands each block to the rank that summed it, right after summing it, so the sums
+  /// are still in that core's cache). Every rank sets it, or none. With a root, ranks read the
+  /// root's buffer: they must share its memory (the threads backend). An exception from it
+  /// propagates from finalize() after the collectives.
+  void set_update(std::function<void(std::int64_t lo, std::int64_t hi)> update);
   std::size_t num_buckets() const { return buckets_.size(); }
   /// Bytes this rank contributed to reductions in the last step (gradients and flags; 0 in a
   /// group of one rank).
@@ -81,14 +109,18 @@ class GradientReducer {
   };
   void mark_ready(std::size_t param);
   void reduce_ready_buckets();
-  void reduce_bucket(std::size_t b);
+  void reduce_rest();  // finalize() / abandon() after completed_ is set
+  void reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue = nullptr);
+  void write_flags();
+  void read_flags();
 
   FlatBuffer flat_;
   std::shared_ptr<dist::ProcessGroup> group_;
   ReducerOptions options_;
   int root_ = -1;
   // [pad_ + numel]: elements [0, nparams) are the has-grad flags of the last bucket's reduction,
-  // then padding to a 64-byte boundary, then the gradients (grad_view_).
+  // element nparams the completion flag, then padding to a 64-byte boundary, then the gradients
+  // (grad_view_).
   Tensor grad_;
   Tensor grad_view_;
   std::int64_t pad_ = 0;
@@ -98,7 +130,10 @@ class GradientReducer {
   std::vector<char> written_;  // the slice holds this step's data (copied, seeded)
   std::vector<int> hook_ids_;
   std::size_t next_bucket_ = 0;
-  bool active_ = false;  // between prepare() and finalize(): hooks only count then
+  bool active_ = false;     // between prepare() and finalize(): hooks only count then
+  bool completed_ = false;  // this rank's completion flag (finalize: 1, abandon: 0)
+  int completed_ranks_ = 0;
+  std::function<void(std::int64_t, std::int64_t)> update_;
   std::int64_t bytes_reduced_ = 0;
 };
 

@@ -72,9 +72,8 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
                      std::to_string(a.numel()) + " elements) into " + shape.str());
   Tensor out = detail::alias(a, a.impl().offset, s);
   if (needs_grad({&a}))
-    record("ReshapeBackward", out, {&a}, [src = a.shape()](const Tensor& g) {
-      return std::vector<Tensor>{reshape(g, src)};
-    });
+    record("ReshapeBackward", out, {&a},
+           [src = a.shape()](const Tensor& g) { return std::vector<Tensor>{reshape(g, src)}; });
   return out;
 }
 
@@ -123,8 +122,8 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   for (std::int64_t i = 0; i < k; ++i)
     if (pi[i] < 0 || pi[i] >= n)
       throw IndexError("index_select: index " + std::to_string(pi[i]) + " at position " +
-                       std::to_string(i) + " is out of range for dimension " +
-                       std::to_string(dim) + " of size " + std::to_string(n));
+                       std::to_string(i) + " is out of range for dimension " + std::to_string(dim) +
+                       " of size " + std::to_string(n));
   Shape s = a.shape();
   s[d] = k;
   Tensor out = empty(s, a.options());
@@ -154,8 +153,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   if (tensors.empty()) throw ValueError("cat: expected a non-empty list of tensors");
   const Tensor& first = tensors.front();
   detail::check_defined("cat", first);
-  detail::require_cpu("cat", first);
   int d = detail::wrap_dim("cat", dim, first.dim());
+  // On a GPU only along dim 0, where each input is one contiguous block of the output.
+  if (d != 0) detail::require_cpu("cat", first);
   std::int64_t total = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -164,8 +164,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
     for (int j = 0; ok && j < t.dim(); ++j) ok = j == d || t.size(j) == first.size(j);
     if (!ok)
       throw ShapeError("cat: tensor " + std::to_string(i) + " has shape " + t.shape().str() +
-                       ", which does not match " + first.shape().str() +
-                       " outside dimension " + std::to_string(dim));
+                       ", which does not match " + first.shape().str() + " outside dimension " +
+                       std::to_string(dim));
     total += t.size(d);
   }
   Shape s = first.shape();
@@ -174,7 +174,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   std::vector<std::int64_t> sizes;
   std::int64_t pos = 0;
   for (const Tensor& t : tensors) {
-    copy_slice(t, d, 0, t.size(d), out, pos, total);
+    if (out.device().is_cpu()) {
+      copy_slice(t, d, 0, t.size(d), out, pos, total);
+    } else if (t.numel() > 0) {
+      NoGradGuard no_grad;
+      narrow(out, 0, pos, t.size(0)).copy_(t.detach());
+    }
     pos += t.size(d);
     sizes.push_back(t.size(d));
   }

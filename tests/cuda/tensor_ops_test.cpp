@@ -90,6 +90,10 @@ std::vector<OpCase> op_cases() {
       {"matmul",
        {{sq(7, 33), sq(33, 5)}, {sq(0, 3), sq(3, 4)}, {sq(1, 1), sq(1, 1)}, {sq(5, 0), sq(0, 6)}},
        [](V in, Device) { return matmul(in[0], in[1]); }});
+  // cat along dim 0 (DataParallel's gather): blocks of different lengths, empty ones included.
+  c.push_back({"cat_dim0",
+               {{sq(3, 5), sq(0, 5), sq(4, 5)}, {sq(1, 1), sq(2, 1)}, {Shape{5}, Shape{2}}},
+               [](V in, Device) { return cat(in, 0); }});
   // A chain as the reference MLP builds it, so the engine sums gradients on the device.
   c.push_back({"mlp_chain", {{sq(9, 5), sq(6, 5), Shape{6}, sq(3, 6), Shape{3}}}, [](V in, Device) {
                  Tensor h = relu(linear(in[0], in[1], in[2]));
@@ -325,8 +329,8 @@ TEST(CudaTensor, OpsWithoutCudaPathThrowDeviceErrorNamingOpAndDevice) {
       {"t", [&] { t(x); }},
       {"cat",
        [&] {
-         cat({x, x}, 0);
-       }},
+         cat({x, x}, 1);
+       }},  // only dim 0 has a CUDA path
       {"dropout", [&] { dropout(x, 0.5, true); }},
       {"add", [&] { add(x, ones({4}, kCuda0)); }},  // broadcasting [3, 4] with [4]
   };

@@ -8,6 +8,8 @@
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
 #include "lockstep/core/parallel.h"
+#include "lockstep/cuda/runtime.h"
+#include "lockstep/dist/nccl.h"
 #include "lockstep/ops/ops.h"
 #include "parallel/detail.h"
 #include "parallel/hybrid_group.h"
@@ -18,6 +20,9 @@ using detail::rethrow_with_prefix;
 
 std::vector<Device> default_devices() {
   std::vector<Device> out;
+  const int gpus = cuda::device_count();  // 0 without CUDA, a driver or a GPU
+  for (int i = 0; i < gpus; ++i) out.push_back(Device(DeviceType::CUDA, i));
+  if (!out.empty()) return out;
   for (int i = 0; i < usable_cores(); ++i) out.push_back(cpu(i));
   return out;
 }
@@ -50,26 +55,47 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   if (!module_) throw ValueError("DataParallel: null module");
   if (devices_.empty()) devices_ = default_devices();
   std::set<std::string> seen;
+  const bool on_gpus = devices_.front().is_cuda();
+  for (auto& d : devices_)  // before touching any device
+    if (d.is_cuda() != on_gpus)
+      throw DeviceError("DataParallel: " + devices_.front().str() + " and " + d.str() +
+                        " are devices of different types; list only CPU devices or only CUDA "
+                        "devices");
   for (auto& d : devices_) {
-    if (d.is_cuda())
-      throw DeviceError("DataParallel: device " + d.str() +
-                        " is a GPU; DataParallel and DistributedDataParallel on CUDA devices "
-                        "need the NCCL process group, which is not built yet (docs/cuda.md); "
-                        "one GPU can train a module moved there with Module::to");
     check_device_available(d);
     if (!seen.insert(d.str()).second)
       throw ValueError("DataParallel: device " + d.str() + " is listed twice");
   }
+  if (on_gpus && options_.process_group)
+    throw DeviceError(
+        "DistributedDataParallel: CUDA devices are not supported yet (one process per GPU over "
+        "NCCL is later work of issue 6; docs/cuda.md); DataParallel over the GPUs of one "
+        "process is");
+  if (on_gpus && options_.deterministic)
+    throw ValueError(
+        "DataParallel: deterministic mode is not built for CUDA devices yet (its fixed-order "
+        "sums run on the host; docs/cuda.md)");
   if (options_.shard_size < 1) throw ValueError("DataParallel: shard_size must be at least 1");
   output_device_ = output_device.value_or(devices_.front());
   check_device_available(output_device_);
   std::size_t n = devices_.size();
-  int threads = options_.threads_per_device > 0 ? options_.threads_per_device
-                                                : std::max(1, usable_cores() / static_cast<int>(n));
+  // BLAS threads per CPU replica; a GPU replica's worker only enqueues work.
+  int threads = on_gpus ? 1
+                : options_.threads_per_device > 0
+                    ? options_.threads_per_device
+                    : std::max(1, usable_cores() / static_cast<int>(n));
 
   module_->to(devices_.front());
   master_ = FlatBuffer::build(module_->parameters(), devices_.front());
-  groups_ = dist::new_thread_group(static_cast<int>(n));
+  if (on_gpus) {
+    // One NCCL communicator per GPU (ncclCommInitAll); the replicas run the same code in one
+    // process, so the per-collective argument check is off.
+    dist::NcclOptions nccl;
+    nccl.check_arguments = false;
+    groups_ = dist::new_nccl_group(devices_, nccl);
+  } else {
+    groups_ = dist::new_thread_group(static_cast<int>(n));
+  }
   if (options_.process_group)
     for (auto& g : groups_) g = std::make_shared<detail::HybridGroup>(g, options_.process_group);
   for (std::size_t k = 0; k < n; ++k) {
@@ -138,9 +164,11 @@ void DataParallel::check_master(bool gradients) {
                        " but had " + (p.requires_grad() ? "false" : "true") +
                        " when wrapped (wrap the module again after freezing or unfreezing "
                        "parameters)");
-    const char* expected = static_cast<const char*>(master_.buffer.raw_data()) +
+    const char* expected = static_cast<const char*>(master_.buffer.device_raw_data()) +
                            static_cast<std::size_t>(master_.offsets[j]) * es;
-    if (p.raw_data() == expected && p.dtype() == master_.buffer.dtype()) continue;
+    if (p.device_raw_data() == expected && p.dtype() == master_.buffer.dtype() &&
+        p.device() == master_.buffer.device())
+      continue;
     if (p.device() != devices_.front() || p.shape() != master_.shapes[j] ||
         p.dtype() != master_.buffer.dtype())
       throw ValueError("DataParallel: wrapped parameter " + std::to_string(j) + " is now " +
@@ -157,8 +185,13 @@ void DataParallel::check_master(bool gradients) {
 
 void DataParallel::sync_replica(std::size_t k) {
   if (replica_copies_master(k)) {
-    std::memcpy(replica_flat_[k].buffer.raw_data(), master_.buffer.raw_data(),
-                static_cast<std::size_t>(master_.numel) * element_size(master_.buffer.dtype()));
+    if (devices_[k].is_cpu() && devices_.front().is_cpu()) {
+      std::memcpy(replica_flat_[k].buffer.raw_data(), master_.buffer.raw_data(),
+                  static_cast<std::size_t>(master_.numel) * element_size(master_.buffer.dtype()));
+    } else {
+      NoGradGuard no_grad;  // one copy of the flat buffer (between GPUs: a peer copy)
+      replica_flat_[k].buffer.copy_(master_.buffer);
+    }
   }
   auto src = module_->named_buffers(), dst = replicas_[k]->named_buffers();
   NoGradGuard no_grad;
@@ -167,7 +200,7 @@ void DataParallel::sync_replica(std::size_t k) {
 }
 
 bool DataParallel::replica_copies_master(std::size_t k) const {
-  return replica_flat_[k].buffer.raw_data() != master_.buffer.raw_data();
+  return replica_flat_[k].buffer.device_raw_data() != master_.buffer.device_raw_data();
 }
 
 std::int64_t DataParallel::parameter_copy_bytes(std::size_t replicas) const {
@@ -205,7 +238,9 @@ void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimi
     fused_index_.clear();
     return;
   }
-  if (!optimizer->supports_sliced_step())
+  // On GPUs the fused optimizer's step always runs as step() after the reduction (see
+  // register_fused_optim in the header), so any optimizer will do there.
+  if (devices_.front().is_cpu() && !optimizer->supports_sliced_step())
     throw ValueError(
         "DataParallel::register_fused_optim: the optimizer's step is not elementwise (it does not "
         "support sliced steps, Optimizer::supports_sliced_step()); call its step() after "

@@ -61,14 +61,20 @@ std::vector<char> DataParallel::reduce_slots(const Tensor& slots,
   const std::int64_t width = master_.numel;
   const std::int64_t rows = slots.size(0);
   const auto n = static_cast<std::int64_t>(devices_.size());
-  run_on_workers(devices_.size(), [&](std::size_t k) {
-    std::int64_t lo = width * static_cast<std::int64_t>(k) / n;
-    std::int64_t hi = width * static_cast<std::int64_t>(k + 1) / n;
-    if (slots.dtype() == kFloat64)
-      tree_sum_columns(slots.data_ptr<double>(), rows, width, lo, hi);
-    else
-      tree_sum_columns(slots.data_ptr<float>(), rows, width, lo, hi);
-  });
+  if (!slots.device().is_cpu()) {
+    // On a GPU (never deterministic, so one piece per replica): row 0 += rows 1, 2, ... in order.
+    NoGradGuard no_grad;
+    Tensor total = narrow(slots, 0, 0, 1);
+    for (std::int64_t s = 1; s < rows; ++s) total.add_(narrow(slots, 0, s, 1));
+  } else
+    run_on_workers(devices_.size(), [&](std::size_t k) {
+      std::int64_t lo = width * static_cast<std::int64_t>(k) / n;
+      std::int64_t hi = width * static_cast<std::int64_t>(k + 1) / n;
+      if (slots.dtype() == kFloat64)
+        tree_sum_columns(slots.data_ptr<double>(), rows, width, lo, hi);
+      else
+        tree_sum_columns(slots.data_ptr<float>(), rows, width, lo, hi);
+    });
   std::vector<char> any(master_.params.size(), 0);
   for (const auto& h : had)
     for (std::size_t j = 0; j < h.size(); ++j) any[j] = any[j] || h[j];
@@ -377,7 +383,7 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
   // The fused optimizer updates on the workers when its step uses exactly the reduced gradients:
   // nothing seeded, no .grad to accumulate into, one process (across ranks, replica 0 reduces
   // with the other ranks after its siblings' reductions have returned).
-  bool sliced = fused_ && !seed && !group;
+  bool sliced = fused_ && !seed && !group && devices_.front().is_cpu();
   for (std::size_t j = 0; sliced && j < master_.params.size(); ++j)
     sliced = !master_.params[j].grad().defined();
   // master_grad_ is replica 0's reducer buffer, which this step overwrites.
@@ -494,7 +500,7 @@ void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
   NoGradGuard no_grad;
   // The gather and deterministic paths copy into master_grad_ (the reducer path has already
   // written it, after the same check).
-  if (flat_grad.raw_data() != master_grad_.raw_data()) renew_master_grad_if_held();
+  if (flat_grad.device_raw_data() != master_grad_.device_raw_data()) renew_master_grad_if_held();
   for (std::size_t j = 0; j < master_.params.size(); ++j) {
     if (!has_grad[j]) continue;
     Tensor p = master_.params[j];
@@ -503,7 +509,8 @@ void DataParallel::accumulate_master_grads(const Tensor& flat_grad,
       p.grad().add_(src);
     } else {
       Tensor dst = master_.view_of(master_grad_, j);
-      if (dst.raw_data() != src.raw_data()) dst.copy_(src);  // the reducer path wrote it there
+      if (dst.device_raw_data() != src.device_raw_data())
+        dst.copy_(src);  // else the reducer path wrote it there
       p.set_grad(dst);
       handed_out_.push_back(dst.impl_ptr());
     }

@@ -42,9 +42,13 @@ FlatBuffer FlatBuffer::build(const std::vector<Tensor>& params, Device device,
   for (std::size_t i = 0; i < params.size(); ++i) {
     Tensor p = params[i];
     Tensor view = f.view_of(f.buffer, i);
-    if (!storage_of)
-      std::memcpy(view.raw_data(), p.raw_data(),
-                  static_cast<std::size_t>(p.numel()) * element_size(dtype));
+    if (!storage_of) {
+      if (device.is_cpu() && p.device().is_cpu())
+        std::memcpy(view.raw_data(), p.raw_data(),
+                    static_cast<std::size_t>(p.numel()) * element_size(dtype));
+      else
+        view.copy_(p.detach());  // to or from a GPU
+    }
     p.set_data(view);
     f.params.push_back(p);
   }

@@ -1,6 +1,8 @@
 #include "lockstep/parallel/gradient_reducer.h"
 
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
@@ -102,7 +104,7 @@ void GradientReducer::mark_ready(std::size_t k) {
   Tensor view = flat_.view_of(grad_view_, k);
   Tensor g = p.grad();
   if (g.defined()) {
-    if (g.raw_data() != view.raw_data()) {
+    if (g.device_raw_data() != view.device_raw_data()) {
       // Backward's gradient in its own buffer (AccumulateGrad took it): into the slice.
       NoGradGuard no_grad;
       if (written_[k])
@@ -133,6 +135,16 @@ void GradientReducer::set_update(std::function<void(std::int64_t, std::int64_t)>
 // Writes this rank's has-grad flags and completion flag in front of the gradients.
 void GradientReducer::write_flags() {
   const std::size_t n = flat_.params.size();
+  if (!grad_.device().is_cpu()) {
+    // A GPU buffer: the flags are made on the host and copied in front of the gradients.
+    std::vector<double> f(n + 1);
+    for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? 1.0 : 0.0;
+    f[n] = completed_ ? 1.0 : 0.0;
+    NoGradGuard no_grad;
+    narrow(grad_, 0, 0, static_cast<std::int64_t>(n) + 1)
+        .copy_(tensor(std::span<const double>(f)).to(grad_.dtype()));
+    return;
+  }
   detail::visit_float(grad_.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* f = grad_.data_ptr<T>();
@@ -144,6 +156,13 @@ void GradientReducer::write_flags() {
 // After the flags' reduction: which parameters got a gradient on any rank, how many completed.
 void GradientReducer::read_flags() {
   const std::size_t n = flat_.params.size();
+  if (!grad_.device().is_cpu()) {
+    // A GPU buffer: one copy of the reduced flags to the host (waits for the reduction).
+    const auto f = narrow(grad_, 0, 0, static_cast<std::int64_t>(n) + 1).to_vector<double>();
+    for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
+    completed_ranks_ = static_cast<int>(f[n] + 0.5);
+    return;
+  }
   detail::visit_float(grad_.dtype(), [&](auto zero) {
     const auto* f = grad_.data_ptr<decltype(zero)>();
     for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;

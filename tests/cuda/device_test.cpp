@@ -1,5 +1,5 @@
-// cuda:k as a tensor device: what check_device_available accepts and refuses, and that
-// DataParallel refuses GPUs until the NCCL group exists. These run with or without a GPU.
+// cuda:k as a tensor device: what check_device_available accepts and refuses, what DataParallel
+// refuses, and its default devices. These run with or without a GPU.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -38,13 +38,37 @@ TEST(CudaDevice, CheckDeviceAvailableAcceptsExactlyTheVisibleDevices) {
   EXPECT_FALSE(message_of([&] { (void)ones({2}).to(missing); }).empty());
 }
 
-// No GPU needed: the refusal comes before any device is touched.
-TEST(CudaDevice, DataParallelOnGpusIsRefusedClearly) {
+// No GPU needed: CPU and CUDA devices are never mixed (refused before any device is touched),
+// and without a GPU a CUDA device list is refused naming the missing device.
+TEST(CudaDevice, DataParallelRefusesMixedOrMissingDevices) {
   auto model = std::make_shared<nn::Linear>(3, 2);
-  const std::string what =
-      message_of([&] { parallel::DataParallel dp(model, {Device(DeviceType::CUDA, 0)}); });
-  EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
-  EXPECT_NE(what.find("NCCL"), std::string::npos) << what;
+  std::string what = message_of([&] {
+    parallel::DataParallel dp(model, {cpu(0), Device(DeviceType::CUDA, 0)});
+  });
+  EXPECT_NE(what.find("cpu:0 and cuda:0 are devices of different types"), std::string::npos)
+      << what;
+  what = message_of([&] {
+    parallel::DataParallel dp(model, {Device(DeviceType::CUDA, 0), cpu(0)});
+  });
+  EXPECT_NE(what.find("different types"), std::string::npos) << what;
+  const Device missing(DeviceType::CUDA, cuda::device_count());
+  what = message_of([&] { parallel::DataParallel dp(model, {missing}); });
+  EXPECT_NE(what.find(missing.str()), std::string::npos) << what;
+}
+
+// No GPU needed: default_devices() is every GPU where there is one (torch.nn.DataParallel's
+// default), else one CPU device per usable core.
+TEST(CudaDevice, DefaultDevicesAreTheGpusWhenThereAreAny) {
+  const auto d = parallel::default_devices();
+  const int gpus = cuda::device_count();
+  if (gpus > 0) {
+    ASSERT_EQ(static_cast<int>(d.size()), gpus);
+    for (int k = 0; k < gpus; ++k)
+      EXPECT_EQ(d[static_cast<std::size_t>(k)], Device(DeviceType::CUDA, k));
+  } else {
+    ASSERT_EQ(static_cast<int>(d.size()), usable_cores());
+    for (const Device& x : d) EXPECT_TRUE(x.is_cpu()) << x.str();
+  }
 }
 
 }  // namespace

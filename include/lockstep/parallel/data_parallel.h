@@ -13,6 +13,15 @@
 //                                       a GradientReducer all-reduces bucketed gradients over a
 //                                       ProcessGroup while backward runs; no output gather.
 //
+// Devices: CPU devices (cpu:k, logical workers sharing RAM: replicas read the master's
+// parameters in place, gradients are reduced by the in-process "threads" ProcessGroup) or CUDA
+// devices (cuda:k, never mixed with CPU devices): each replica lives on its GPU, receives the
+// master's flat parameter buffer (on device_ids[0]) by one device copy per step, and the reducer
+// sums gradients over an NCCL group made with ncclCommInitAll (dist::new_nccl_group), reducing to
+// device_ids[0]. On GPUs there is no deterministic mode and no process_group
+// (DistributedDataParallel) yet: both are refused at construction (docs/cuda.md). The GPU path
+// is verified by compilation and by the GPU tests, which need a GPU (tests/cuda/).
+//
 // Deterministic mode (options.deterministic): the global batch is cut into shards of
 // options.shard_size samples, independent of the device count; each shard's gradient is computed
 // on its own with the same shapes wherever it runs, and shard gradients are combined by one fixed
@@ -60,8 +69,9 @@ using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>
 /// over the global batch also when some targets are ignored.
 using LossCount = std::function<std::int64_t(const Tensor& target)>;
 
-/// Default devices: one CPU device per usable core (cpu:0 ... cpu:C-1); GPUs come with the
-/// CUDA backend.
+/// Default devices (torch.nn.DataParallel's default is every visible GPU): every CUDA device
+/// (cuda:0 ... cuda:G-1) when this build has CUDA and cuda::device_count() = G > 0, otherwise
+/// one CPU device per usable core (cpu:0 ... cpu:C-1).
 std::vector<Device> default_devices();
 
 /// Parses "cpu:0,cpu:1,cpu:2" into devices. DeviceError naming the bad entry, ValueError for
@@ -75,7 +85,9 @@ class DataParallel : public nn::Module {
   /// (default device_ids[0]). The module's parameters move into one flat buffer in place, so
   /// optimizers built before or after wrapping hold the same tensors. Throws ValueError for no
   /// devices listed twice, DeviceError for an unavailable one, Error if the module cannot be
-  /// cloned. An empty `device_ids` means default_devices().
+  /// cloned. An empty `device_ids` means default_devices(). DeviceError for CPU and CUDA devices
+  /// mixed, and on CUDA devices for a process_group (DistributedDataParallel); ValueError for
+  /// deterministic mode on CUDA devices; NcclError when NCCL cannot set up the GPUs.
   explicit DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> device_ids = {},
                         std::optional<Device> output_device = std::nullopt,
                         DataParallelOptions options = {});
@@ -121,9 +133,11 @@ class DataParallel : public nn::Module {
   /// (forward() + loss.backward()) ignores the fused optimizer: call optimizer->step() there.
   /// The optimizer's lr is read at each step, so LR schedulers work unchanged, and its
   /// state_dict() / load_state_dict() are unaffected. `optimizer` must hold only wrapped
-  /// parameters (the tensors of module()->parameters(), a subset is fine), each once, and
-  /// support sliced steps (Optimizer::supports_sliced_step(): SGD, Adam, AdamW); ValueError
-  /// otherwise. A second registration replaces the first; nullptr unregisters.
+  /// parameters (the tensors of module()->parameters(), a subset is fine), each once, and on CPU
+  /// devices support sliced steps (Optimizer::supports_sliced_step(): SGD, Adam, AdamW);
+  /// ValueError otherwise. On CUDA devices the step always runs as optimizer->step() at the end of
+  /// forward_backward() (one fused launch per parameter on device_ids[0]). A second registration
+  /// replaces the first; nullptr unregisters.
   void register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer);
   /// The registered fused optimizer (null when none).
   const std::shared_ptr<optim::Optimizer>& fused_optim() const { return fused_; }

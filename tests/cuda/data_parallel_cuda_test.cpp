@@ -1,0 +1,162 @@
+// DataParallel on CUDA devices (replicas on GPUs, gradients reduced over an NCCL group): the
+// golden trajectories through both training paths on one GPU (a group of size 1, which still
+// runs every NCCL call) and, where the machine has two or more, on all of its GPUs; the fused
+// optimizer's fallback; the refusals. Needs a GPU (each test skips with the reason otherwise;
+// tests/cuda/device_test.cpp has the refusals that need none).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "lockstep/lockstep.h"
+#include "support/golden.h"
+#include "support/helpers.h"
+
+namespace lockstep::testing {
+namespace {
+
+enum class Path { Gather, Reducer };
+
+struct TrainRun {
+  std::vector<double> step_losses, val_losses;
+  StateDict final_params;  // on the host
+};
+
+std::vector<Device> gpus(int n) {
+  std::vector<Device> d;
+  for (int k = 0; k < n; ++k) d.push_back(Device(DeviceType::CUDA, k));
+  return d;
+}
+
+// The golden file's training loop through a DataParallel over `devices`, as
+// tests/parallel/golden_parallel_test.cpp does on CPU devices; `fused` registers the optimizer
+// as the fused optimizer (the reducer path then makes the step).
+TrainRun train(const Golden& g, const std::vector<Device>& devices, Path path, bool fused) {
+  auto model = build_mlp(g);
+  auto dp = std::make_shared<nn::DataParallel>(model, devices);
+  std::shared_ptr<optim::Optimizer> optimizer = build_optimizer(g, dp->parameters());
+  if (fused) dp->register_fused_optim(optimizer);
+  Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
+  Tensor x_val = g.x.narrow(0, g.n_train, g.n_val), y_val = g.y.narrow(0, g.n_train, g.n_val);
+  data::DataLoader loader(std::make_shared<data::TensorDataset>(x_train, y_train),
+                          {.batch_size = g.batch_size});
+  nn::CrossEntropyLoss criterion;
+  TrainRun run;
+  for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
+    dp->train();
+    for (const auto& [bx, by] : loader) {
+      optimizer->zero_grad();
+      if (path == Path::Gather) {
+        Tensor out = dp->forward(bx);  // gathered on cuda:0
+        EXPECT_EQ(out.device(), devices.front());
+        Tensor loss = criterion(out, by.to(out.device()));
+        run.step_losses.push_back(loss.item());
+        loss.backward();
+      } else {
+        run.step_losses.push_back(dp->forward_backward(bx, by, criterion).item());
+      }
+      if (!fused || path == Path::Gather) optimizer->step();
+    }
+    dp->eval();
+    no_grad guard;
+    Tensor out = dp->forward(x_val);
+    run.val_losses.push_back(criterion(out, y_val.to(out.device())).item());
+  }
+  for (const auto& [k, v] : dp->state_dict()) {
+    EXPECT_EQ(v.device(), devices.front()) << k;
+    run.final_params.insert(k, v.to(cpu()));
+  }
+  return run;
+}
+
+void expect_matches(const TrainRun& run, const Golden& g, const std::string& what) {
+  EXPECT_TRUE(close(run.step_losses, g.step_losses)) << what << " train_step_losses";
+  EXPECT_TRUE(close(run.val_losses, g.val_losses)) << what << " val_loss_per_epoch";
+  for (const auto& [key, expected] : g.final_params)
+    EXPECT_TRUE(close(run.final_params.at(key).to_vector<double>(), expected.to_vector<double>()))
+        << what << " " << key;
+}
+
+// Every golden file on one GPU (NCCL group of size 1) through both paths, and with the fused
+// optimizer registered (on GPUs it runs as step() after the reduction).
+TEST(DataParallelCuda, GoldenTrajectoriesOnOneGpu) {
+  LOCKSTEP_REQUIRE_CUDA();
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    expect_matches(train(g, gpus(1), Path::Gather, false), g, name + " gather");
+    expect_matches(train(g, gpus(1), Path::Reducer, false), g, name + " reducer");
+    expect_matches(train(g, gpus(1), Path::Reducer, true), g, name + " reducer+fused");
+  }
+}
+
+// Every golden file on all the machine's GPUs (replicas on each, reduced to cuda:0 over NCCL).
+TEST(DataParallelCuda, GoldenTrajectoriesOnEveryGpu) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const int n = cuda::device_count();
+  if (n < 2) GTEST_SKIP() << "needs two or more GPUs, this machine has " << n;
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    const std::string what = name + " on " + std::to_string(n) + " GPUs";
+    expect_matches(train(g, gpus(n), Path::Gather, false), g, what + " gather");
+    expect_matches(train(g, gpus(n), Path::Reducer, false), g, what + " reducer");
+  }
+}
+
+// Two steps on one GPU give the same bits twice (one stream, fixed-order kernels, one rank).
+TEST(DataParallelCuda, RunsTwiceBitIdenticalOnOneGpu) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const Golden g = load_golden(golden_names().front());
+  const TrainRun a = train(g, gpus(1), Path::Reducer, false);
+  const TrainRun b = train(g, gpus(1), Path::Reducer, false);
+  EXPECT_EQ(a.step_losses, b.step_losses);
+  for (const auto& [key, t] : a.final_params)
+    EXPECT_EQ(t.to_vector<double>(), b.final_params.at(key).to_vector<double>()) << key;
+}
+
+TEST(DataParallelCuda, WhatIsNotBuiltOnGpusIsRefused) {
+  LOCKSTEP_REQUIRE_CUDA();
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  parallel::DataParallelOptions det;
+  det.deterministic = true;
+  expect_error<ValueError>([&] { parallel::DataParallel dp(model, gpus(1), std::nullopt, det); },
+                           {"deterministic mode", "CUDA"});
+  parallel::DataParallelOptions ddp;
+  ddp.process_group = dist::new_thread_group(1)[0];
+  expect_error<DeviceError>([&] { parallel::DataParallel dp(model, gpus(1), std::nullopt, ddp); },
+                            {"DistributedDataParallel", "CUDA"});
+}
+
+// The replicas' parameters are refreshed from the master before each step: after a step every
+// replica holds the master's values (bit for bit), and the master's .grad is on cuda:0.
+TEST(DataParallelCuda, ReplicasFollowTheMaster) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const int n = cuda::device_count();
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(5, 4), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(4, 3)});
+  nn::DataParallel dp(model, gpus(n));
+  optim::SGD opt(dp.parameters(), {.lr = 0.1});
+  Tensor x = randn({9, 5}), y = randint(0, 3, {9});
+  nn::CrossEntropyLoss criterion;
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    (void)dp.forward_backward(x, y, criterion);
+    for (const Tensor& p : dp.parameters()) {
+      ASSERT_TRUE(p.grad().defined());
+      EXPECT_EQ(p.grad().device(), Device(DeviceType::CUDA, 0));
+    }
+    opt.step();
+  }
+  (void)dp.forward_backward(x, y, criterion);  // refreshes every replica from the master
+  const auto master = dp.module()->state_dict();
+  for (int k = 0; k < n; ++k) {
+    const auto replica = dp.replica(static_cast<std::size_t>(k))->state_dict();
+    for (const auto& [key, t] : master)
+      EXPECT_EQ(replica.at(key).to_vector<double>(), t.to_vector<double>())
+          << key << " on replica " << k;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::testing

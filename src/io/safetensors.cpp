@@ -109,9 +109,6 @@ std::string serialize(const TensorList& tensors,
       throw ValueError("safetensors: serialize: duplicate tensor name " + quoted(name));
     if (!t.defined())
       throw ValueError("safetensors: serialize: tensor " + quoted(name) + " is undefined");
-    if (!t.device().is_cpu())
-      throw DeviceError("safetensors: serialize: tensor " + quoted(name) + " is on " +
-                        t.device().str() + "; only CPU tensors can be written");
     const DType dt = t.dtype();
     if (dt != DType::Float32 && dt != DType::Float64 && dt != DType::Int64)
       throw DTypeError("safetensors: serialize: tensor " + quoted(name) +
@@ -145,7 +142,9 @@ std::string serialize(const TensorList& tensors,
   for (const auto& [name, t] : tensors) {
     const std::size_t itemsize = element_size(t.dtype());
     const std::size_t nbytes = static_cast<std::size_t>(t.numel()) * itemsize;
-    copy_little_endian(out.data() + pos, t.raw_data(), nbytes, itemsize);
+    // A tensor on a GPU is copied to the host first, as safetensors.torch does.
+    const Tensor host = t.device().is_cpu() ? t : t.to(cpu());
+    copy_little_endian(out.data() + pos, host.raw_data(), nbytes, itemsize);
     pos += nbytes;
   }
   return out;

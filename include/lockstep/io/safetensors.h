@@ -40,8 +40,8 @@ std::string dtype_name(DType dtype);
 /// with spaces to a multiple of 8 bytes, as the Python library does; with tensors given in
 /// Python's order (descending alignment, then name) the bytes equal safetensors.torch.save's.
 /// Throws ValueError for an undefined tensor, an empty or duplicate name, "__metadata__" as a
-/// name, or a name/metadata string that is not valid UTF-8; DTypeError for an unsupported dtype;
-/// DeviceError for a tensor not on a CPU device.
+/// name, or a name/metadata string that is not valid UTF-8; DTypeError for an unsupported dtype.
+/// A tensor on a GPU (cuda:k) is copied to the host first, as safetensors.torch.save does.
 std::string serialize(const TensorList& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -297,25 +297,17 @@ void add_train_command(CLI::App& app, CliOptions& options) {
           [&c](const std::string& list) {
             try {
               c.devices = parallel::parse_devices(list);
-              for (const Device& d : c.devices) {
-                check_device_available(d);
-                // The CLI trains through DataParallel, whose GPU path needs the NCCL group.
-                if (d.is_cuda())
-                  throw DeviceError(d.str() +
-                                    ": training on GPUs from the CLI is not built yet (it "
-                                    "needs the NCCL process group, docs/cuda.md); use cpu:k "
-                                    "devices");
-              }
+              for (const Device& d : c.devices) check_device_available(d);
             } catch (const DeviceError& e) {
               throw DeviceError(std::string("--devices: ") + e.what());
             } catch (const ValueError& e) {
               throw ValueError(std::string("--devices: ") + e.what());
             }
           },
-          "Comma-separated devices to replicate the model on, e.g. cpu:0,cpu:1 (cpu:k is a "
-          "logical CPU worker, any k >= 0; cuda:k is refused until DataParallel runs on GPUs)" +
-              dflt("one CPU device per usable core: " + device_list(parallel::default_devices()) +
-                   " here"))
+          "Comma-separated devices to replicate the model on, e.g. cpu:0,cpu:1 or cuda:0,cuda:1 "
+          "(cpu:k is a logical CPU worker, any k >= 0; cuda:k a visible GPU; not both kinds)" +
+              dflt("every GPU if there is one, else one CPU device per usable core: " +
+                   device_list(parallel::default_devices()) + " here"))
       ->type_name("LIST");
   train
       ->add_option("--init", c.init,
@@ -399,16 +391,17 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
 std::string version_text() {
   const bool mpi = dist::mpi_available();
 #ifdef LOCKSTEP_HAS_CUDA
-  const bool cuda = true;  // -DLOCKSTEP_CUDA=ON: cuda:k tensors, one GPU (docs/cuda.md)
+  const bool cuda = true;  // -DLOCKSTEP_CUDA=ON: cuda:k tensors, DataParallel on GPUs
 #else
   const bool cuda = false;
 #endif
   return std::string("lockstep ") + LOCKSTEP_VERSION +
          "\nbackends built: threads (cpu:k devices, in-process process group)" +
          (mpi ? ", mpi (one rank per process under mpirun)" : "") +
-         (cuda ? ", cuda (cuda:k tensors and ops of the reference workload, one GPU)" : "") +
+         (cuda ? ", cuda (cuda:k tensors; DataParallel over the GPUs of one process with NCCL)"
+               : "") +
          "\nbackends not built: " + (mpi ? "" : "MPI, ") +
-         (cuda ? "NCCL (DataParallel/DDP and the CLI on GPUs)" : "NCCL/CUDA");
+         (cuda ? "NCCL across processes (--backend nccl, DDP on GPUs)" : "NCCL/CUDA");
 }
 
 std::unique_ptr<CLI::App> make_cli(CliOptions& options) {

@@ -5,6 +5,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/dist/mpi.h"
+#include "lockstep/dist/nccl.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::app {
@@ -22,8 +23,12 @@ DistContext init_distributed(const DistOptions& options) {
   DistContext c;
   if (backend == "nccl")
     throw DeviceError(
-        "--backend nccl: this build has no CUDA/NCCL backend (build with "
-        "-DLOCKSTEP_CUDA=ON on a machine with GPUs)");
+        dist::nccl_available()
+            ? "--backend nccl: one process per GPU (DistributedDataParallel over NCCL) is not "
+              "built yet; one process trains on several GPUs with --devices cuda:0,cuda:1,... "
+              "(DataParallel over NCCL)"
+            : "--backend nccl: this build has no CUDA/NCCL backend (build with "
+              "-DLOCKSTEP_CUDA=ON on a machine with GPUs)");
   if (backend == "mpi") {
     if (!dist::mpi_available())
       throw ValueError(

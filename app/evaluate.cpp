@@ -18,8 +18,10 @@ EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const T
   std::int64_t correct = 0;
   for (std::int64_t start = 0; start < n; start += kChunk) {
     const std::int64_t len = std::min(kChunk, n - start);
-    Tensor logits = forward(x.narrow(0, start, len));
-    Tensor labels = y.narrow(0, start, len).to(logits.device());
+    // Loss and accuracy on the host: a model on a GPU returns its logits there (argmax and eq
+    // have no CUDA path, and this is a small copy next to the forward).
+    Tensor logits = forward(x.narrow(0, start, len)).to(cpu());
+    Tensor labels = y.narrow(0, start, len).to(cpu());
     const double loss = criterion(logits, labels).item();
     if (len == n) single_loss = loss;
     loss_sum += loss * static_cast<double>(len);

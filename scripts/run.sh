@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs missing Debian packages (Fashion-MNIST among them), builds the
 # `lockstep` CLI (Release, Ninja, ccache) into build/, then trains on Fashion-MNIST on every
-# available device (one CPU device per usable core):
+# available device: every GPU where nvidia-smi lists one and the CUDA toolkit is installed
+# (configured with -DLOCKSTEP_CUDA=ON; LOCKSTEP_CUDA=OFF in the environment forces a CPU build),
+# otherwise one CPU device per usable core:
 #
 #   scripts/run.sh                  # lockstep train --data fashion-mnist --model mlp:784,256,10
 #                                   #   --optimizer adam --lr 0.001 --batch-size 64 --epochs 10
@@ -21,7 +23,13 @@ BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$ROOT/build}"
 # Reuse the generator of an existing build folder; a new one gets Ninja.
 generator=()
 [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || generator=(-G Ninja)
-cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >&2
+cuda=()
+if [[ -n "${LOCKSTEP_CUDA:-}" ]]; then
+  cuda=(-DLOCKSTEP_CUDA="$LOCKSTEP_CUDA")
+elif [[ -x "${CUDACXX:-/usr/local/cuda/bin/nvcc}" ]] && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  cuda=(-DLOCKSTEP_CUDA=ON)
+fi
+cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" >&2
 cmake --build "$BUILD_DIR" --target lockstep >&2
 
 # The job's flags first, the caller's after them: a flag given again takes the caller's value.

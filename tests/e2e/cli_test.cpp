@@ -302,17 +302,17 @@ TEST(CliInfo, VersionNamesTheVersionAndBackends) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find(std::string("lockstep ") + LOCKSTEP_VERSION), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("backends built: threads"), std::string::npos) << r.out;
-  // MPI is listed as built exactly when this build has it; with -DLOCKSTEP_CUDA=ON the CUDA
-  // cuda:k tensors are, but NCCL (and with it GPUs in the CLI) is not built yet.
+  // MPI is listed as built exactly when this build has it; with -DLOCKSTEP_CUDA=ON cuda:k
+  // tensors and DataParallel on GPUs are, NCCL across processes is not built yet.
   EXPECT_EQ(r.out.find(", mpi (one rank per process under mpirun)") != std::string::npos,
             dist::mpi_available())
       << r.out;
   EXPECT_NE(r.out.find("not built: "), std::string::npos) << r.out;
 #ifdef LOCKSTEP_HAS_CUDA
-  EXPECT_NE(r.out.find(", cuda (cuda:k tensors and ops of the reference workload, one GPU)"),
+  EXPECT_NE(r.out.find(", cuda (cuda:k tensors; DataParallel over the GPUs of one process"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("NCCL (DataParallel/DDP and the CLI on GPUs)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NCCL across processes"), std::string::npos) << r.out;
 #else
   EXPECT_NE(r.out.find("NCCL/CUDA"), std::string::npos) << r.out;
 #endif

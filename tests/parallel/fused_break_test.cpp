@@ -295,3 +295,45 @@ TEST(FusedOptimBreak, ALossFunctionThatThrowsOnOneReplicaUpdatesNothing) {
 
 }  // namespace
 }  // namespace lockstep::testing
+
+namespace lockstep::testing {
+namespace {
+
+// BUG (fails on main): in deterministic mode no_sync() is a documented no-op for the reduction
+// (every call reduces into .grad), but register_fused_optim promises that a call inside no_sync()
+// does not step. forward_backward_deterministic sets reduced_ for every call, so the fused
+// optimizer steps on each call inside the guard too: gradient accumulation (K-1 calls inside
+// no_sync, the K-th outside, one step) makes K steps on partial sums instead of one. The CLI hits
+// it with `lockstep train --deterministic --accumulate-steps K` (no --clip-grad-norm).
+TEST(FusedOptimBreak, DeterministicNoSyncCallsDoNotStep) {
+  const Data d = data(kSizes);
+  for (const auto& [name, make_opt] : optimizers())
+    for (int n : {1, 2}) {
+      Result out[2];
+      for (bool fused : {false, true}) {
+        auto net = make_net();
+        auto o = options();
+        o.deterministic = true;
+        nn::DataParallel dp(net, cpus(n), std::nullopt, o);
+        auto opt = make_opt(dp.parameters());
+        if (fused) dp.register_fused_optim(opt);
+        opt->zero_grad();
+        Tensor w = net->fc1->weight.detach().clone();
+        {
+          auto guard = dp.no_sync();
+          dp.forward_backward(d.x[0], d.y[0], nn::CrossEntropyLoss());
+          dp.forward_backward(d.x[1], d.y[1], nn::CrossEntropyLoss());
+        }
+        EXPECT_TRUE(BitEqual(net->fc1->weight, w))
+            << name << ", " << n << " devices, fused " << fused << ": a no_sync() call stepped";
+        dp.forward_backward(d.x[2], d.y[2], nn::CrossEntropyLoss());
+        if (!fused) opt->step();
+        out[fused] = result(*net, *opt);
+      }
+      expect_bit_equal(out[1], out[0],
+                       name + ", " + std::to_string(n) + " devices, deterministic no_sync");
+    }
+}
+
+}  // namespace
+}  // namespace lockstep::testing

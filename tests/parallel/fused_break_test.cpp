@@ -337,3 +337,43 @@ TEST(FusedOptimBreak, DeterministicNoSyncCallsDoNotStep) {
 
 }  // namespace
 }  // namespace lockstep::testing
+
+namespace lockstep::testing {
+namespace {
+
+// Linear(6, 0) - Linear(0, 3): a weight and a bias with no elements in the flat buffer (equal
+// offsets), then a bias-only output, plus Linear(6, 3) so there is something to learn.
+struct Thin : nn::Cloneable<Thin> {
+  std::shared_ptr<nn::Linear> a, b, c;
+  Thin() { reset(); }
+  void reset() override {
+    a = register_module("a", std::make_shared<nn::Linear>(6, 0));
+    b = register_module("b", std::make_shared<nn::Linear>(0, 3));
+    c = register_module("c", std::make_shared<nn::Linear>(6, 3));
+  }
+  Tensor forward(const Tensor& x) override { return add(b->forward(a->forward(x)), c->forward(x)); }
+};
+
+TEST(FusedOptimBreak, OptimizerBuiltBeforeWrappingAndEmptyParameters) {
+  const Data d = data(kSizes);
+  for (const auto& [name, make_opt] : optimizers()) {
+    Result out[2];
+    for (bool fused : {false, true}) {
+      manual_seed(5);
+      auto net = std::make_shared<Thin>();
+      auto opt = make_opt(net->parameters());  // before wrapping
+      nn::DataParallel dp(net, cpus(3), std::nullopt, options(64));
+      if (fused) dp.register_fused_optim(opt);
+      for (std::size_t s = 0; s < d.x.size(); ++s) {
+        opt->zero_grad();
+        dp.forward_backward(d.x[s], d.y[s], nn::CrossEntropyLoss());
+        if (!fused) opt->step();
+      }
+      out[fused] = result(*net, *opt);
+    }
+    expect_bit_equal(out[1], out[0], name + ", built before wrapping, empty parameters");
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::testing

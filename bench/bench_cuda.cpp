@@ -97,7 +97,7 @@ Device gpu0() { return Device(DeviceType::CUDA, 0); }
 // A workload moved to cuda:0, with its optimizer made after the move.
 void move_to_gpu(bench::Workload& w) {
   w.model->to(gpu0());
-  w.optimizer = std::make_unique<optim::SGD>(w.model->parameters(), optim::SGDOptions{.lr = 0.01});
+  w.optimizer = std::make_shared<optim::SGD>(w.model->parameters(), optim::SGDOptions{.lr = 0.01});
   w.x = w.x.to(gpu0());
   w.y = w.y.to(gpu0());
 }

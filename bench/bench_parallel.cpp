@@ -175,7 +175,7 @@ struct Stepper {
 };
 Stepper make_stepper(const std::string& w, const std::string& cfg) {
   auto wl = std::make_shared<Workload>(make(w));
-  Stepper s{nullptr, wl->batch};
+  Stepper s{nullptr, wl->batch, nullptr};
   if (cfg.rfind("single/threads:", 0) == 0) {
     lockstep::set_num_threads(std::atoi(cfg.c_str() + 15));
     s.step = [wl] { wl->step(); };

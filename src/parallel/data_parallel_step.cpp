@@ -288,8 +288,9 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
                     ? forward_backward_deterministic(input, target, loss_fn, count)
                     : forward_backward_reducer(input, target, loss_fn, count);
   // The fused optimizer's step where the workers did not make it (see register_fused_optim): a
-  // call that reduced into .grad, on a rank that has not joined.
-  if (fused_ && reduced_ && !fused_done_ && !joined_) fused_->step();
+  // call that reduced into .grad, on a rank that has not joined, outside no_sync() (deterministic
+  // mode reduces inside no_sync() too, but a call there still makes no step).
+  if (fused_ && reduced_ && !fused_done_ && !joined_ && require_sync_) fused_->step();
   return loss;
 }
 

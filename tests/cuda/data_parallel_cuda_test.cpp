@@ -16,12 +16,7 @@
 namespace lockstep::testing {
 namespace {
 
-enum class Path { Gather, Reducer };
-
-struct TrainRun {
-  std::vector<double> step_losses, val_losses;
-  StateDict final_params;  // on the host
-};
+using Path = DataParallelPath;
 
 std::vector<Device> gpus(int n) {
   std::vector<Device> d;
@@ -29,48 +24,11 @@ std::vector<Device> gpus(int n) {
   return d;
 }
 
-// The golden file's training loop through a DataParallel over `devices`, as
-// tests/parallel/golden_parallel_test.cpp does on CPU devices; `fused` registers the optimizer
-// as the fused optimizer (the reducer path then makes the step).
-TrainRun train(const Golden& g, const std::vector<Device>& devices, Path path, bool fused) {
-  auto model = build_mlp(g);
-  auto dp = std::make_shared<nn::DataParallel>(model, devices);
-  std::shared_ptr<optim::Optimizer> optimizer = build_optimizer(g, dp->parameters());
-  if (fused) dp->register_fused_optim(optimizer);
-  Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
-  Tensor x_val = g.x.narrow(0, g.n_train, g.n_val), y_val = g.y.narrow(0, g.n_train, g.n_val);
-  data::DataLoader loader(std::make_shared<data::TensorDataset>(x_train, y_train),
-                          {.batch_size = g.batch_size});
-  nn::CrossEntropyLoss criterion;
-  TrainRun run;
-  for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
-    dp->train();
-    for (const auto& [bx, by] : loader) {
-      optimizer->zero_grad();
-      if (path == Path::Gather) {
-        Tensor out = dp->forward(bx);  // gathered on cuda:0
-        EXPECT_EQ(out.device(), devices.front());
-        Tensor loss = criterion(out, by.to(out.device()));
-        run.step_losses.push_back(loss.item());
-        loss.backward();
-      } else {
-        run.step_losses.push_back(dp->forward_backward(bx, by, criterion).item());
-      }
-      if (!fused || path == Path::Gather) optimizer->step();
-    }
-    dp->eval();
-    no_grad guard;
-    Tensor out = dp->forward(x_val);
-    run.val_losses.push_back(criterion(out, y_val.to(out.device())).item());
-  }
-  for (const auto& [k, v] : dp->state_dict()) {
-    EXPECT_EQ(v.device(), devices.front()) << k;
-    run.final_params.insert(k, v.to(cpu()));
-  }
-  return run;
+GoldenRun train(const Golden& g, const std::vector<Device>& devices, Path path, bool fused) {
+  return run_golden_data_parallel(g, devices, path, {}, fused);
 }
 
-void expect_matches(const TrainRun& run, const Golden& g, const std::string& what) {
+void expect_matches(const GoldenRun& run, const Golden& g, const std::string& what) {
   EXPECT_TRUE(close(run.step_losses, g.step_losses)) << what << " train_step_losses";
   EXPECT_TRUE(close(run.val_losses, g.val_losses)) << what << " val_loss_per_epoch";
   for (const auto& [key, expected] : g.final_params)
@@ -107,8 +65,8 @@ TEST(DataParallelCuda, GoldenTrajectoriesOnEveryGpu) {
 TEST(DataParallelCuda, RunsTwiceBitIdenticalOnOneGpu) {
   LOCKSTEP_REQUIRE_CUDA();
   const Golden g = load_golden(golden_names().front());
-  const TrainRun a = train(g, gpus(1), Path::Reducer, false);
-  const TrainRun b = train(g, gpus(1), Path::Reducer, false);
+  const GoldenRun a = train(g, gpus(1), Path::Reducer, false);
+  const GoldenRun b = train(g, gpus(1), Path::Reducer, false);
   EXPECT_EQ(a.step_losses, b.step_losses);
   for (const auto& [key, t] : a.final_params)
     EXPECT_EQ(t.to_vector<double>(), b.final_params.at(key).to_vector<double>()) << key;

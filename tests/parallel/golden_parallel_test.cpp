@@ -10,45 +10,13 @@
 namespace lockstep::testing {
 namespace {
 
-enum class Path { Gather, Reducer };
+using Path = DataParallelPath;
 
-struct TrainRun {
-  std::vector<double> step_losses, val_losses;
-  StateDict final_params;
-};
-
-TrainRun train(const Golden& g, int devices, Path path, bool deterministic) {
-  auto model = build_mlp(g);
+GoldenRun train(const Golden& g, int devices, Path path, bool deterministic) {
   parallel::DataParallelOptions opts;
   opts.deterministic = deterministic;
   opts.threads_per_device = 1;
-  auto dp = std::make_shared<nn::DataParallel>(model, cpus(devices), std::nullopt, opts);
-  auto optimizer = build_optimizer(g, dp->parameters());
-  Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
-  Tensor x_val = g.x.narrow(0, g.n_train, g.n_val), y_val = g.y.narrow(0, g.n_train, g.n_val);
-  data::DataLoader loader(std::make_shared<data::TensorDataset>(x_train, y_train),
-                          {.batch_size = g.batch_size});
-  nn::CrossEntropyLoss criterion;
-  TrainRun run;
-  for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
-    dp->train();
-    for (const auto& [bx, by] : loader) {
-      optimizer->zero_grad();
-      if (path == Path::Gather) {
-        Tensor loss = criterion(dp->forward(bx), by);
-        run.step_losses.push_back(loss.item());
-        loss.backward();
-      } else {
-        run.step_losses.push_back(dp->forward_backward(bx, by, criterion).item());
-      }
-      optimizer->step();
-    }
-    dp->eval();
-    no_grad guard;
-    run.val_losses.push_back(criterion(dp->forward(x_val), y_val).item());
-  }
-  run.final_params = dp->state_dict();
-  return run;
+  return run_golden_data_parallel(g, cpus(devices), path, opts);
 }
 
 class GoldenParallel : public ::testing::TestWithParam<std::tuple<std::string, int, Path>> {};
@@ -56,32 +24,34 @@ class GoldenParallel : public ::testing::TestWithParam<std::tuple<std::string, i
 TEST_P(GoldenParallel, MatchesPyTorch) {
   auto [name, n, path] = GetParam();
   Golden g = load_golden(name);
-  TrainRun run = train(g, n, path, false);
+  GoldenRun run = train(g, n, path, false);
   EXPECT_TRUE(AllClose(run.step_losses, g.step_losses)) << "train_step_losses";
   EXPECT_TRUE(AllClose(run.val_losses, g.val_losses)) << "val_loss_per_epoch";
   for (const auto& [key, expected] : g.final_params)
     EXPECT_TRUE(AllClose(run.final_params.at(key), expected)) << key;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllFiles, GoldenParallel,
-    ::testing::Combine(::testing::ValuesIn(golden_names()), ::testing::Values(1, 2, 3, 4, 5, 7, 8),
-                       ::testing::Values(Path::Gather, Path::Reducer)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_N" + std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) == Path::Gather ? "_gather" : "_reducer");
-    });
+INSTANTIATE_TEST_SUITE_P(AllFiles, GoldenParallel,
+                         ::testing::Combine(::testing::ValuesIn(golden_names()),
+                                            ::testing::Values(1, 2, 3, 4, 5, 7, 8),
+                                            ::testing::Values(Path::Gather, Path::Reducer)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_N" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) == Path::Gather ? "_gather"
+                                                                           : "_reducer");
+                         });
 
 class DeterministicParallel : public ::testing::TestWithParam<std::tuple<std::string, Path>> {};
 
 TEST_P(DeterministicParallel, BitIdenticalAcrossDeviceCounts) {
   auto [name, path] = GetParam();
   Golden g = load_golden(name);
-  TrainRun one = train(g, 1, path, true);
+  GoldenRun one = train(g, 1, path, true);
   for (const auto& [key, expected] : g.final_params)
     EXPECT_TRUE(AllClose(one.final_params.at(key), expected)) << key << " vs PyTorch";
   for (int n : {2, 3, 4, 5, 7, 8}) {
-    TrainRun other = train(g, n, path, true);
+    GoldenRun other = train(g, n, path, true);
     for (const auto& [key, t] : one.final_params)
       EXPECT_TRUE(BitEqual(other.final_params.at(key), t)) << key << " N=" << n;
     EXPECT_EQ(other.step_losses, one.step_losses) << "N=" << n;
@@ -92,9 +62,9 @@ INSTANTIATE_TEST_SUITE_P(AllFiles, DeterministicParallel,
                          ::testing::Combine(::testing::ValuesIn(golden_names()),
                                             ::testing::Values(Path::Gather, Path::Reducer)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) +
-                                  (std::get<1>(info.param) == Path::Gather ? "_gather"
-                                                                           : "_reducer");
+                           return std::get<0>(info.param) + (std::get<1>(info.param) == Path::Gather
+                                                                 ? "_gather"
+                                                                 : "_reducer");
                          });
 
 }  // namespace

@@ -97,19 +97,26 @@ std::shared_ptr<nn::Sequential> build_mlp(const Golden& g) {
 
 std::unique_ptr<optim::Optimizer> build_optimizer(const Golden& g, std::vector<Tensor> params) {
   if (g.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(
-        std::move(params), optim::SGDOptions{.lr = g.lr, .momentum = g.momentum,
-                                             .dampening = g.dampening,
-                                             .weight_decay = g.weight_decay,
-                                             .nesterov = g.nesterov});
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGDOptions{.lr = g.lr,
+                                                          .momentum = g.momentum,
+                                                          .dampening = g.dampening,
+                                                          .weight_decay = g.weight_decay,
+                                                          .nesterov = g.nesterov});
   if (g.optimizer == "adam")
-    return std::make_unique<optim::Adam>(
-        std::move(params), optim::AdamOptions{.lr = g.lr, .beta1 = g.beta1, .beta2 = g.beta2,
-                                              .eps = g.eps, .weight_decay = g.weight_decay});
+    return std::make_unique<optim::Adam>(std::move(params),
+                                         optim::AdamOptions{.lr = g.lr,
+                                                            .beta1 = g.beta1,
+                                                            .beta2 = g.beta2,
+                                                            .eps = g.eps,
+                                                            .weight_decay = g.weight_decay});
   if (g.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(
         std::move(params),
-        optim::AdamWOptions{.lr = g.lr, .beta1 = g.beta1, .beta2 = g.beta2, .eps = g.eps,
+        optim::AdamWOptions{.lr = g.lr,
+                            .beta1 = g.beta1,
+                            .beta2 = g.beta2,
+                            .eps = g.eps,
                             .weight_decay = g.has_weight_decay ? g.weight_decay : 0.01});
   throw Error("golden " + g.name + ": unknown optimizer " + g.optimizer);
 }
@@ -138,6 +145,42 @@ GoldenRun run_golden(const Golden& g, Device device) {
     run.val_losses.push_back(cross_entropy(model->forward(x_val), y_val).item());
   }
   for (const auto& [name, value] : model->state_dict())
+    run.final_params.insert(name, value.detach().to(cpu()).clone());
+  return run;
+}
+
+GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& devices,
+                                   DataParallelPath path, parallel::DataParallelOptions options,
+                                   bool fused) {
+  auto dp = std::make_shared<nn::DataParallel>(build_mlp(g), devices, std::nullopt, options);
+  std::shared_ptr<optim::Optimizer> optimizer = build_optimizer(g, dp->parameters());
+  if (fused) dp->register_fused_optim(optimizer);
+  Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
+  Tensor x_val = g.x.narrow(0, g.n_train, g.n_val), y_val = g.y.narrow(0, g.n_train, g.n_val);
+  data::DataLoader loader(std::make_shared<data::TensorDataset>(x_train, y_train),
+                          {.batch_size = g.batch_size});
+  nn::CrossEntropyLoss criterion;
+  GoldenRun run;
+  for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
+    dp->train();
+    for (const auto& [bx, by] : loader) {
+      optimizer->zero_grad();
+      if (path == DataParallelPath::Gather) {
+        Tensor out = dp->forward(bx);
+        Tensor loss = criterion(out, by.to(out.device()));
+        run.step_losses.push_back(loss.item());
+        loss.backward();
+      } else {
+        run.step_losses.push_back(dp->forward_backward(bx, by, criterion).item());
+      }
+      if (!fused || path == DataParallelPath::Gather) optimizer->step();
+    }
+    dp->eval();
+    no_grad guard;
+    Tensor out = dp->forward(x_val);
+    run.val_losses.push_back(criterion(out, y_val.to(out.device())).item());
+  }
+  for (const auto& [name, value] : dp->state_dict())
     run.final_params.insert(name, value.detach().to(cpu()).clone());
   return run;
 }

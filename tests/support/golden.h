@@ -13,13 +13,13 @@ struct Golden {
   std::vector<std::int64_t> sizes;
   std::string activation;
   std::int64_t n_train = 0, n_val = 0, batch_size = 0, epochs = 0;
-  std::string optimizer;                       // sgd | adam | adamw
+  std::string optimizer;  // sgd | adam | adamw
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999,
          eps = 1e-8;
   bool nesterov = false;
   bool has_weight_decay = false;
-  Tensor x, y;                                 // [n_train + n_val, in] float32, [..] int64
-  StateDict initial, final_params;             // "0.weight", ...
+  Tensor x, y;                      // [n_train + n_val, in] float32, [..] int64
+  StateDict initial, final_params;  // "0.weight", ...
   std::vector<double> step_losses, val_losses;
 };
 
@@ -49,5 +49,17 @@ struct GoldenRun {
 /// moved there (Module::to), batches in order (DataLoader over the training rows) copied there,
 /// cross_entropy, backward, optimizer step; validation after every epoch in eval mode.
 GoldenRun run_golden(const Golden& g, Device device = cpu());
+
+/// How run_golden_data_parallel trains: the gather path (forward on the wrapper, the loss on the
+/// gathered output, backward) or the reducer path (forward_backward).
+enum class DataParallelPath { Gather, Reducer };
+
+/// Replays the golden file's training through nn::DataParallel over `devices` with `options`
+/// (the model built on the host, the optimizer over the wrapper's parameters); with `fused` the
+/// optimizer is registered as the wrapper's fused optimizer, so the reducer path makes the step.
+/// Losses are read on the wrapper's output device; final parameters are copied to the host.
+GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& devices,
+                                   DataParallelPath path,
+                                   parallel::DataParallelOptions options = {}, bool fused = false);
 
 }  // namespace lockstep::testing

@@ -406,6 +406,9 @@ class NcclGroup final : public ProcessGroup {
   // so far, and makes the compute stream wait for it.
   template <class Launch>
   void run(const std::string& op, const Tensor& t, Launch&& launch) {
+    // Nothing to move (every rank has the same count: checked above, or the caller's contract);
+    // an empty tensor's address may be null.
+    if (t.numel() == 0) return;
     cuda::DeviceGuard guard(device_);
     LOCKSTEP_CUDA_CHECK(cudaEventRecord(ready_, compute_), device_, "cudaEventRecord");
     LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0), device_, "cudaStreamWaitEvent");

@@ -12,6 +12,7 @@
 
 #include "support/helpers.h"
 #include "support/tolerance.h"
+#include "support/trained_state.h"
 
 namespace lockstep::testing {
 namespace {
@@ -85,36 +86,6 @@ Data data(std::vector<std::int64_t> sizes, DType dtype = kFloat32) {
   return d;
 }
 
-struct Result {
-  std::vector<Tensor> params, grads;
-  StateDict state;
-};
-Result result(nn::Module& m, const optim::Optimizer& opt) {
-  Result r;
-  for (auto& p : m.parameters()) {
-    r.params.push_back(p.detach().clone());
-    r.grads.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
-  }
-  r.state = opt.state_dict();
-  return r;
-}
-
-void expect_bit_equal(const Result& a, const Result& b, const std::string& what) {
-  ASSERT_EQ(a.params.size(), b.params.size()) << what;
-  for (std::size_t i = 0; i < a.params.size(); ++i) {
-    EXPECT_TRUE(BitEqual(a.params[i], b.params[i])) << what << ": parameter " << i;
-    ASSERT_EQ(a.grads[i].defined(), b.grads[i].defined()) << what << ": grad " << i;
-    if (a.grads[i].defined())
-      EXPECT_TRUE(BitEqual(a.grads[i], b.grads[i])) << what << ": grad " << i;
-  }
-  ASSERT_EQ(a.state.size(), b.state.size()) << what;
-  for (const auto& [key, value] : a.state) {
-    const Tensor* other = b.state.find(key);
-    ASSERT_NE(other, nullptr) << what << ": state " << key;
-    EXPECT_TRUE(BitEqual(value, *other)) << what << ": state " << key;
-  }
-}
-
 // One training run; `between(step, dp, opt)` runs before each step's zero_grad.
 using Between = std::function<void(std::size_t, nn::DataParallel&, optim::Optimizer&)>;
 struct TrainRun {
@@ -126,7 +97,7 @@ struct TrainRun {
   Between between;
 };
 
-Result train(const TrainRun& r, const MakeOpt& make_opt, bool fused, const Data& d) {
+TrainedState train(const TrainRun& r, const MakeOpt& make_opt, bool fused, const Data& d) {
   auto net = make_net(r.dtype);
   nn::DataParallel dp(net, cpus(r.devices), std::nullopt, options());
   std::vector<Tensor> params = dp.parameters();
@@ -143,7 +114,7 @@ Result train(const TrainRun& r, const MakeOpt& make_opt, bool fused, const Data&
     dp.forward_backward(d.x[s], d.y[s], nn::CrossEntropyLoss());
     if (!fused) opt->step();
   }
-  return result(*net, *opt);
+  return trained_state(*net, *opt);
 }
 
 void compare(const TrainRun& r, const Data& d, const std::string& what) {
@@ -210,7 +181,7 @@ TEST(FusedOptimBreak, ModelLoadStateDictAndSetDataBetweenSteps) {
 TEST(FusedOptimBreak, ReRegisteringAnotherOptimizerMidTraining) {
   const Data d = data(kSizes);
   const auto opts = optimizers();
-  Result out[2];
+  TrainedState out[2];
   for (bool fused : {false, true}) {
     auto net = make_net();
     nn::DataParallel dp(net, cpus(3), std::nullopt, options());
@@ -223,7 +194,7 @@ TEST(FusedOptimBreak, ReRegisteringAnotherOptimizerMidTraining) {
       dp.forward_backward(d.x[s], d.y[s], nn::CrossEntropyLoss());
       if (!fused) opt->step();
     }
-    out[fused] = result(*net, *b);
+    out[fused] = trained_state(*net, *b);
     EXPECT_TRUE(a->state(0, "momentum_buffer").defined());
   }
   expect_bit_equal(out[1], out[0], "re-registered");
@@ -232,7 +203,7 @@ TEST(FusedOptimBreak, ReRegisteringAnotherOptimizerMidTraining) {
 TEST(FusedOptimBreak, AGradHeldByTheCallerKeepsItsValues) {
   const Data d = data(kSizes);
   for (const auto& [name, make_opt] : optimizers()) {
-    Result out[2];
+    TrainedState out[2];
     for (bool fused : {false, true}) {
       auto net = make_net();
       nn::DataParallel dp(net, cpus(2), std::nullopt, options());
@@ -252,7 +223,7 @@ TEST(FusedOptimBreak, AGradHeldByTheCallerKeepsItsValues) {
       }
       for (std::size_t i = 0; i < held.size(); ++i)
         EXPECT_TRUE(BitEqual(held[i], copies[i])) << name << " fused " << fused << ": held " << i;
-      out[fused] = result(*net, *opt);
+      out[fused] = trained_state(*net, *opt);
     }
     expect_bit_equal(out[1], out[0], name + ", held grad");
   }
@@ -261,7 +232,7 @@ TEST(FusedOptimBreak, AGradHeldByTheCallerKeepsItsValues) {
 TEST(FusedOptimBreak, ALossFunctionThatThrowsOnOneReplicaUpdatesNothing) {
   const Data d = data(kSizes);
   for (const auto& [name, make_opt] : optimizers()) {
-    Result out[2];
+    TrainedState out[2];
     for (bool fused : {false, true}) {
       auto net = make_net();
       nn::DataParallel dp(net, cpus(3), std::nullopt, options());
@@ -270,7 +241,7 @@ TEST(FusedOptimBreak, ALossFunctionThatThrowsOnOneReplicaUpdatesNothing) {
       opt->zero_grad();
       dp.forward_backward(d.x[0], d.y[0], nn::CrossEntropyLoss());
       if (!fused) opt->step();
-      Result before = result(*net, *opt);
+      TrainedState before = trained_state(*net, *opt);
       opt->zero_grad();
       // Chunks of 11 on 3 devices: 4, 4, 3; the one of 3 rows throws.
       parallel::LossFn bad = [](const Tensor& out, const Tensor& y) {
@@ -279,7 +250,7 @@ TEST(FusedOptimBreak, ALossFunctionThatThrowsOnOneReplicaUpdatesNothing) {
       };
       expect_error<ValueError>([&] { dp.forward_backward(d.x[1], d.y[1], bad); },
                                {"cpu:2", "bad chunk"});
-      Result after = result(*net, *opt);
+      TrainedState after = trained_state(*net, *opt);
       for (std::size_t i = 0; i < before.params.size(); ++i)
         EXPECT_TRUE(BitEqual(after.params[i], before.params[i])) << name << ": parameter " << i;
       for (std::size_t s = 2; s < d.x.size(); ++s) {
@@ -287,7 +258,7 @@ TEST(FusedOptimBreak, ALossFunctionThatThrowsOnOneReplicaUpdatesNothing) {
         dp.forward_backward(d.x[s], d.y[s], nn::CrossEntropyLoss());
         if (!fused) opt->step();
       }
-      out[fused] = result(*net, *opt);
+      out[fused] = trained_state(*net, *opt);
     }
     expect_bit_equal(out[1], out[0], name + ", after a throwing loss");
   }
@@ -309,7 +280,7 @@ TEST(FusedOptimBreak, DeterministicNoSyncCallsDoNotStep) {
   const Data d = data(kSizes);
   for (const auto& [name, make_opt] : optimizers())
     for (int n : {1, 2}) {
-      Result out[2];
+      TrainedState out[2];
       for (bool fused : {false, true}) {
         auto net = make_net();
         auto o = options();
@@ -328,7 +299,7 @@ TEST(FusedOptimBreak, DeterministicNoSyncCallsDoNotStep) {
             << name << ", " << n << " devices, fused " << fused << ": a no_sync() call stepped";
         dp.forward_backward(d.x[2], d.y[2], nn::CrossEntropyLoss());
         if (!fused) opt->step();
-        out[fused] = result(*net, *opt);
+        out[fused] = trained_state(*net, *opt);
       }
       expect_bit_equal(out[1], out[0],
                        name + ", " + std::to_string(n) + " devices, deterministic no_sync");
@@ -357,7 +328,7 @@ struct Thin : nn::Cloneable<Thin> {
 TEST(FusedOptimBreak, OptimizerBuiltBeforeWrappingAndEmptyParameters) {
   const Data d = data(kSizes);
   for (const auto& [name, make_opt] : optimizers()) {
-    Result out[2];
+    TrainedState out[2];
     for (bool fused : {false, true}) {
       manual_seed(5);
       auto net = std::make_shared<Thin>();
@@ -369,7 +340,7 @@ TEST(FusedOptimBreak, OptimizerBuiltBeforeWrappingAndEmptyParameters) {
         dp.forward_backward(d.x[s], d.y[s], nn::CrossEntropyLoss());
         if (!fused) opt->step();
       }
-      out[fused] = result(*net, *opt);
+      out[fused] = trained_state(*net, *opt);
     }
     expect_bit_equal(out[1], out[0], name + ", built before wrapping, empty parameters");
   }

@@ -16,6 +16,7 @@
 #include "lockstep/parallel/distributed.h"
 #include "support/helpers.h"
 #include "support/tolerance.h"
+#include "support/trained_state.h"
 
 namespace lockstep::testing {
 namespace {
@@ -103,41 +104,10 @@ Data data(std::vector<std::int64_t> sizes = {13, 11, 4, 9}) {
   return d;
 }
 
-// What a run leaves: every parameter, every .grad (undefined ones as empty), the optimizer state.
-struct Result {
-  std::vector<Tensor> params, grads;
-  StateDict state;
-};
-Result result(nn::Module& m, const optim::Optimizer& opt) {
-  Result r;
-  for (auto& p : m.parameters()) {
-    r.params.push_back(p.detach().clone());
-    r.grads.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
-  }
-  r.state = opt.state_dict();
-  return r;
-}
-
-void expect_bit_equal(const Result& a, const Result& b, const std::string& what) {
-  ASSERT_EQ(a.params.size(), b.params.size()) << what;
-  for (std::size_t i = 0; i < a.params.size(); ++i) {
-    EXPECT_TRUE(BitEqual(a.params[i], b.params[i])) << what << ": parameter " << i;
-    ASSERT_EQ(a.grads[i].defined(), b.grads[i].defined()) << what << ": grad " << i;
-    if (a.grads[i].defined())
-      EXPECT_TRUE(BitEqual(a.grads[i], b.grads[i])) << what << ": grad " << i;
-  }
-  ASSERT_EQ(a.state.size(), b.state.size()) << what;
-  for (const auto& [key, value] : a.state) {
-    const Tensor* other = b.state.find(key);
-    ASSERT_NE(other, nullptr) << what << ": state " << key;
-    EXPECT_TRUE(BitEqual(value, *other)) << what << ": state " << key;
-  }
-}
-
 // Trains `steps` steps on `d`: zero_grad, forward_backward and, unfused, optimizer.step(); a
 // StepLR (step 2, gamma 0.5) steps after every training step when `scheduler`.
-Result train(const Config& c, const MakeOpt& make_opt, bool fused, const Data& d,
-             bool scheduler = false, bool zero_grad = true) {
+TrainedState train(const Config& c, const MakeOpt& make_opt, bool fused, const Data& d,
+                   bool scheduler = false, bool zero_grad = true) {
   auto net = make_net();
   nn::DataParallel dp(net, cpus(c.devices), std::nullopt, options(c));
   auto opt = make_opt(dp.parameters());
@@ -150,7 +120,7 @@ Result train(const Config& c, const MakeOpt& make_opt, bool fused, const Data& d
     if (!fused) opt->step();
     if (sched) sched->step();
   }
-  return result(*net, *opt);
+  return trained_state(*net, *opt);
 }
 
 TEST(FusedOptim, BitIdenticalToStepAfterForwardBackward) {
@@ -164,8 +134,8 @@ TEST(FusedOptim, BitIdenticalToStepAfterForwardBackward) {
   for (const auto& [name, make_opt] : optimizers())
     for (const Config& c : configs) {
       const std::string what = name + ", " + c.str();
-      Result unfused = train(c, make_opt, false, d);
-      Result fused = train(c, make_opt, true, d);
+      TrainedState unfused = train(c, make_opt, false, d);
+      TrainedState fused = train(c, make_opt, true, d);
       expect_bit_equal(fused, unfused, what);
       // The unused parameters (indices 4, 5) never got a gradient or state; the frozen bias
       // (index 3) neither; so the state holds exactly the other 5 parameters (+ the lr).
@@ -181,7 +151,7 @@ TEST(FusedOptim, TheUpdateReallyHappensAndUnusedAndFrozenParametersStayPut) {
   const Data d = data();
   auto before = make_net();
   for (const auto& [name, make_opt] : optimizers()) {
-    Result r = train({2}, make_opt, true, d);
+    TrainedState r = train({2}, make_opt, true, d);
     auto p0 = before->parameters();
     EXPECT_FALSE(BitEqual(r.params[0], p0[0])) << name;  // fc1.weight moved
     EXPECT_TRUE(BitEqual(r.params[3], p0[3])) << name;   // frozen fc2.bias
@@ -210,7 +180,7 @@ TEST(FusedOptim, WithoutZeroGradTheHeldGradIsAccumulatedAsUnfused) {
 TEST(FusedOptim, StateDictRoundTripResumesBitIdentically) {
   const Data d = data({13, 11, 4, 9, 12});
   for (const auto& [name, make_opt] : optimizers()) {
-    Result unfused = train({3}, make_opt, false, d);
+    TrainedState unfused = train({3}, make_opt, false, d);
     // 3 fused steps, save, then a new wrapper and optimizer load the state and do the rest.
     auto net = make_net();
     StateDict model_state, opt_state;
@@ -235,7 +205,7 @@ TEST(FusedOptim, StateDictRoundTripResumesBitIdentically) {
       opt->zero_grad();
       dp.forward_backward(d.x[s], d.y[s], nn::CrossEntropyLoss());
     }
-    Result resumed = result(*net2, *opt);
+    TrainedState resumed = trained_state(*net2, *opt);
     // .grad of the last step is compared too: both runs end with the same step.
     expect_bit_equal(resumed, unfused, name + ", resumed");
   }
@@ -244,7 +214,7 @@ TEST(FusedOptim, StateDictRoundTripResumesBitIdentically) {
 TEST(FusedOptim, NoSyncCallsDoNotStepAndTheReducingCallDoes) {
   const Data d = data();
   for (const auto& [name, make_opt] : optimizers()) {
-    Result out[2];
+    TrainedState out[2];
     for (bool fused : {false, true}) {
       auto net = make_net();
       nn::DataParallel dp(net, cpus(2), std::nullopt, options({2}));
@@ -262,7 +232,7 @@ TEST(FusedOptim, NoSyncCallsDoNotStepAndTheReducingCallDoes) {
         dp.forward_backward(d.x[2 + round], d.y[2 + round], nn::CrossEntropyLoss());
         if (!fused) opt->step();
       }
-      out[fused] = result(*net, *opt);
+      out[fused] = trained_state(*net, *opt);
     }
     expect_bit_equal(out[1], out[0], name + ", no_sync");
   }
@@ -282,7 +252,7 @@ TEST(FusedOptim, AFailingReplicaUpdatesNothingAndTheNextStepMatches) {
         const std::string what =
             name + ", " + std::to_string(n) + " devices, cap " + std::to_string(cap);
         Config c{n, cap, true, false};
-        Result out[2];
+        TrainedState out[2];
         for (bool fused : {false, true}) {
           auto net = make_net();
           nn::DataParallel dp(net, cpus(n), std::nullopt, options(c));
@@ -299,7 +269,7 @@ TEST(FusedOptim, AFailingReplicaUpdatesNothingAndTheNextStepMatches) {
           opt->zero_grad();
           dp.forward_backward(d.x[0], d.y[0], nn::CrossEntropyLoss());
           if (!fused) opt->step();
-          Result before = result(*net, *opt);
+          TrainedState before = trained_state(*net, *opt);
           opt->zero_grad();
           g_fail = true;
           g_calls = 0;
@@ -308,7 +278,7 @@ TEST(FusedOptim, AFailingReplicaUpdatesNothingAndTheNextStepMatches) {
               {"cpu:1", "injected failure"});
           g_fail = false;
           EXPECT_EQ(g_calls, 2) << what;
-          Result after = result(*net, *opt);
+          TrainedState after = trained_state(*net, *opt);
           for (std::size_t i = 0; i < before.params.size(); ++i)
             EXPECT_TRUE(BitEqual(after.params[i], before.params[i])) << what << ": parameter " << i;
           ASSERT_EQ(after.state.size(), before.state.size()) << what;
@@ -320,7 +290,7 @@ TEST(FusedOptim, AFailingReplicaUpdatesNothingAndTheNextStepMatches) {
             dp.forward_backward(d.x[s], d.y[s], nn::CrossEntropyLoss());
             if (!fused) opt->step();
           }
-          out[fused] = result(*net, *opt);
+          out[fused] = trained_state(*net, *opt);
         }
         expect_bit_equal(out[1], out[0], what + ", after the failure");
       }
@@ -348,7 +318,7 @@ void run_ranks(int world, F&& f) {
 TEST(FusedOptim, DistributedDataParallelStepsOnTheCallingThreadBitIdentically) {
   const Data d = data();
   for (const auto& [name, make_opt] : optimizers()) {
-    std::vector<Result> out[2];
+    std::vector<TrainedState> out[2];
     for (bool fused : {false, true}) {
       out[fused].resize(2);
       // Built here: make_net() seeds the process-wide generator, which the rank threads share.
@@ -370,7 +340,7 @@ TEST(FusedOptim, DistributedDataParallelStepsOnTheCallingThreadBitIdentically) {
                                nn::CrossEntropyLoss());
           if (!fused) opt->step();
         }
-        out[fused][static_cast<std::size_t>(rank)] = result(*net, *opt);
+        out[fused][static_cast<std::size_t>(rank)] = trained_state(*net, *opt);
       });
     }
     for (int r = 0; r < 2; ++r)

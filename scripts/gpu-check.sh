@@ -238,7 +238,9 @@ if ((rc == 0)); then
   "$BUILD/lockstep" --version > "$OUT/lockstep-version.txt" 2>&1 || true
 fi
 # ---- benchmarks (after the tests: a failed test does not stop them) ------------------------------
-if [[ -x "$BUILD/bench_cuda" ]]; then
+if [[ -x "$BUILD/bench_cuda" ]] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  note "benchmarks: skipped, nvidia-smi lists no GPU"
+elif [[ -x "$BUILD/bench_cuda" ]]; then
   BENCH_S="${LOCKSTEP_GPU_BENCH_SECONDS:-2}"
   step bench_cuda "$OUT/bench-lockstep.log" \
     "$BUILD/bench_cuda" --seconds "$BENCH_S" --out "$OUT/bench-lockstep.jsonl" || rc=1

@@ -2,7 +2,6 @@
 // paths are in data_parallel_step.cpp.
 #include "lockstep/parallel/data_parallel.h"
 
-#include <cstring>
 #include <set>
 
 #include "lockstep/autograd/grad_mode.h"
@@ -184,17 +183,10 @@ void DataParallel::check_master(bool gradients) {
 }
 
 void DataParallel::sync_replica(std::size_t k) {
-  if (replica_copies_master(k)) {
-    if (devices_[k].is_cpu() && devices_.front().is_cpu()) {
-      std::memcpy(replica_flat_[k].buffer.raw_data(), master_.buffer.raw_data(),
-                  static_cast<std::size_t>(master_.numel) * element_size(master_.buffer.dtype()));
-    } else {
-      NoGradGuard no_grad;  // one copy of the flat buffer (between GPUs: a peer copy)
-      replica_flat_[k].buffer.copy_(master_.buffer);
-    }
-  }
-  auto src = module_->named_buffers(), dst = replicas_[k]->named_buffers();
   NoGradGuard no_grad;
+  // One copy of the flat buffer (between GPUs a peer copy); CPU replicas alias the master.
+  if (replica_copies_master(k)) replica_flat_[k].buffer.copy_(master_.buffer);
+  auto src = module_->named_buffers(), dst = replicas_[k]->named_buffers();
   for (std::size_t i = 0; i < src.size() && i < dst.size(); ++i)
     if (!src[i].second.is_same(dst[i].second)) dst[i].second.copy_(src[i].second.to(devices_[k]));
 }

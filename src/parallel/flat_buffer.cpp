@@ -1,7 +1,5 @@
 #include "lockstep/parallel/flat_buffer.h"
 
-#include <cstring>
-
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
 
@@ -42,13 +40,8 @@ FlatBuffer FlatBuffer::build(const std::vector<Tensor>& params, Device device,
   for (std::size_t i = 0; i < params.size(); ++i) {
     Tensor p = params[i];
     Tensor view = f.view_of(f.buffer, i);
-    if (!storage_of) {
-      if (device.is_cpu() && p.device().is_cpu())
-        std::memcpy(view.raw_data(), p.raw_data(),
-                    static_cast<std::size_t>(p.numel()) * element_size(dtype));
-      else
-        view.copy_(p.detach());  // to or from a GPU
-    }
+    if (!storage_of)
+      view.copy_(p.detach());  // same dtype: a memmove on the host, else a device copy
     p.set_data(view);
     f.params.push_back(p);
   }

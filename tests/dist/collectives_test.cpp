@@ -17,19 +17,9 @@ std::int64_t large(int ranks) { return ranks >= 8 ? 10007 : 100003; }
 
 // Runs body(group) on `size` threads, one rank each; an exception escaping a body fails the test.
 void on_ranks(int size, const std::function<void(dist::ProcessGroup&)>& body) {
-  auto groups = dist::new_thread_group(size);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<std::size_t>(size));
+  const auto errors = run_thread_ranks(size, [&](int, const auto& g) { body(*g); });
   for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(*groups[static_cast<std::size_t>(r)]);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < size; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(exception_message(errors[static_cast<std::size_t>(r)]), "") << "rank " << r;
 }
 
 class ThreadCollectives : public ::testing::TestWithParam<int> {};

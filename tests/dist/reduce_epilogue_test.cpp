@@ -16,18 +16,9 @@ namespace {
 // Runs body(rank, group) on `size` threads; returns each rank's error message ("" for none).
 std::vector<std::string> on_ranks(int size,
                                   const std::function<void(int, dist::ProcessGroup&)>& body) {
-  auto groups = dist::new_thread_group(size);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r, *groups[static_cast<std::size_t>(r)]);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  std::vector<std::string> errors;
+  for (const auto& e : run_thread_ranks(size, [&](int r, const auto&g) { body(r, *g); }))
+    errors.push_back(exception_message(e));
   return errors;
 }
 

@@ -21,25 +21,6 @@ namespace {
 using parallel::DistributedDataParallel;
 using parallel::DistributedDataParallelOptions;
 
-// Runs f(rank, group) on `world` threads, one rank each; rethrows the first rank's error.
-template <class F>
-void run_ranks(int world, F&& f) {
-  auto groups = dist::new_thread_group(world);
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r, groups[static_cast<std::size_t>(r)]);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
 // All parameters of `m`, concatenated (for bit comparisons).
 std::vector<float> flat_params(const nn::Module& m) {
   std::vector<float> out;

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <exception>
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -33,6 +36,45 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
       EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   } catch (const std::exception& e) {
     ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+/// Runs body(rank, group) on `size` threads, rank r with element r of one
+/// dist::new_thread_group(size); returns each rank's exception (null where the body returned).
+inline std::vector<std::exception_ptr> run_thread_ranks(
+    int size, const std::function<void(int, const std::shared_ptr<dist::ProcessGroup>&)>& body) {
+  auto groups = dist::new_thread_group(size);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r, groups[static_cast<std::size_t>(r)]);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+/// run_thread_ranks, then rethrows the lowest rank's exception, if any.
+inline void run_ranks(
+    int size, const std::function<void(int, const std::shared_ptr<dist::ProcessGroup>&)>& body) {
+  for (auto& e : run_thread_ranks(size, body))
+    if (e) std::rethrow_exception(e);
+}
+
+/// The message of an exception: "" for null, what() of a std::exception, "unknown exception"
+/// otherwise.
+inline std::string exception_message(const std::exception_ptr& e) {
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
   }
 }
 

@@ -32,9 +32,12 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   Tensor out = empty(shape, g.options());
   if (!g.device().is_cpu()) {
-    // The two reductions the CUDA ops need: to one element (a scalar operand) and [rows, cols]
+    // The reductions the CUDA ops need: none when only size-1 dimensions differ (the same
+    // elements in the same order: a copy), to one element (a scalar operand) and [rows, cols]
     // to [cols] (a bias-like operand).
-    if (out.numel() == 1 && is_floating(g.dtype()))
+    if (out.numel() == g.numel())
+      out.copy_(reshape(g, shape));
+    else if (out.numel() == 1 && is_floating(g.dtype()))
       cuda_ops::sum_all(g, 1.0, out);
     else if (g.dim() == 2 && shape.size() == 1 && shape[0] == g.size(1) && is_floating(g.dtype()))
       cuda_ops::bias_grad(g, out);

@@ -73,6 +73,10 @@ std::vector<OpCase> op_cases() {
       {"mul_scalar_tensor", tensor_and_scalar(), [](V in, Device) { return mul(in[0], in[1]); }});
   c.push_back({"div_scalar_tensor", tensor_and_scalar(),
                [](V in, Device) { return div(in[0], in[1]); }, true});
+  // Shapes that differ only in size-1 dimensions: the gradient of the smaller one is a reshape.
+  c.push_back({"add_size1_dims",
+               {{Shape{1, 1, 3}, Shape{3}}, {Shape{1, 4}, Shape{4}}, {Shape{1}, Shape{}}},
+               [](V in, Device) { return add(in[0], in[1]); }});
   c.push_back({"add_double", singles(), [](V in, Device) { return add(in[0], 1.5); }});
   c.push_back({"mul_double", singles(), [](V in, Device) { return mul(in[0], -2.5); }});
   c.push_back({"neg", singles(), [](V in, Device) { return neg(in[0]); }});

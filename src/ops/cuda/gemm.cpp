@@ -75,8 +75,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
                         "cublasSetPointerMode");
   // Row-major C[M,N] is column-major Cᵀ[N,M] with the same leading dimension, so
   // Cᵀ = op(B)ᵀ · op(A)ᵀ: cuBLAS gets (B, A) swapped, N and M swapped, the same transposes.
-  // When k == 0 the leading dimensions of A and B are never used, but cuBLAS still checks that
-  // they are at least 1.
+  // cuBLAS checks that every leading dimension is at least 1, even one it never reads.
   const int mi = to_int(m, "m"), ni = to_int(n, "n"), ki = to_int(k, "k");
   const int ldai = std::max(1, to_int(lda, "lda")), ldbi = std::max(1, to_int(ldb, "ldb"));
   const int ldci = to_int(ldc, "ldc");

@@ -75,6 +75,11 @@ case "$(uname -m)" in
   *) TRIPLET="$(uname -m)-linux-gnu" ;;
 esac
 
+# Every NCCL warning (shared memory, sockets, proxy thread; one line each) lands in the test and
+# benchmark logs, not only the last one that NcclError carries: one GPU run must be enough to
+# tell why an NCCL call failed.
+export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
+
 # ---- the machine -------------------------------------------------------------------------------
 {
   echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -a)"; echo "cores: $(nproc)"

@@ -175,7 +175,10 @@ class NcclGroup final : public ProcessGroup {
     const std::size_t bytes = sizeof(Descriptor) * static_cast<std::size_t>(size_ + 1);
     LOCKSTEP_CUDA_CHECK(cudaMalloc(&scratch_, bytes), device_,
                         "cudaMalloc(" + std::to_string(bytes) + " bytes, NCCL scratch)");
-    LOCKSTEP_CUDA_CHECK(cudaMemset(scratch_, 0, bytes), device_, "cudaMemset (NCCL scratch)");
+    // On the NCCL stream: a plain cudaMemset runs on the legacy default stream, which does not
+    // order the non-blocking NCCL stream's first use of scratch_ after it.
+    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(scratch_, 0, bytes, stream_), device_,
+                        "cudaMemsetAsync (NCCL scratch)");
     LOCKSTEP_CUDA_CHECK(cudaMallocHost(&host_scratch_, bytes), device_,
                         "cudaMallocHost(" + std::to_string(bytes) + " bytes)");
   }

@@ -41,6 +41,13 @@ int to_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+cublasStatus_t scal(cublasHandle_t h, int n, const float* alpha, float* x) {
+  return cublasSscal(h, n, alpha, x, 1);
+}
+cublasStatus_t scal(cublasHandle_t h, int n, const double* alpha, double* x) {
+  return cublasDscal(h, n, alpha, x, 1);
+}
+
 cublasStatus_t call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                     int k, const float* alpha, const float* a, int lda, const float* b, int ldb,
                     const float* beta, float* c, int ldc) {
@@ -68,11 +75,25 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
                         "cublasSetPointerMode");
   // Row-major C[M,N] is column-major Cᵀ[N,M] with the same leading dimension, so
   // Cᵀ = op(B)ᵀ · op(A)ᵀ: cuBLAS gets (B, A) swapped, N and M swapped, the same transposes.
-  // When k == 0 the leading dimensions of A and B are never used, but cuBLAS still checks that
-  // they are at least 1.
+  // cuBLAS checks that every leading dimension is at least 1, even one it never reads.
   const int mi = to_int(m, "m"), ni = to_int(n, "n"), ki = to_int(k, "k");
   const int ldai = std::max(1, to_int(lda, "lda")), ldbi = std::max(1, to_int(ldb, "ldb"));
   const int ldci = to_int(ldc, "ldc");
+  if (k == 0) {
+    // C = beta·C, done here: cuBLAS does not document gemm with k == 0 (PyTorch does not call it
+    // with k == 0 either), and with beta == 0 C must become zeros whatever it held.
+    if (beta == T(0)) {
+      LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(c, sizeof(T) * static_cast<std::size_t>(ldci), 0,
+                                            sizeof(T) * static_cast<std::size_t>(ni),
+                                            static_cast<std::size_t>(mi), exec.stream),
+                          exec.device, "cudaMemset2DAsync (gemm with k = 0)");
+    } else if (beta != T(1)) {
+      for (int i = 0; i < mi; ++i)
+        LOCKSTEP_CUBLAS_CHECK(scal(h, ni, &beta, c + static_cast<std::int64_t>(i) * ldci),
+                              exec.device, "cublas scal (gemm with k = 0)");
+    }
+    return;
+  }
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   LOCKSTEP_CUBLAS_CHECK(

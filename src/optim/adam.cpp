@@ -4,6 +4,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "ops/cuda_ops.h"
+#include "optim/update_rules.h"
 
 namespace lockstep::optim {
 
@@ -25,31 +26,13 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
     : Adam(std::move(params), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
 
 namespace {
-// One Adam/AdamW update of n elements. p, g, m and v never overlap (the parameter, its gradient
-// and two state tensors), so they are __restrict and the loop vectorises; the library is built
-// with -fno-math-errno, so std::sqrt is the vector square root instruction (same correctly
-// rounded result).
+// One Adam/AdamW update of n elements with the shared per-element formula (update_rules.h).
+// p, g, m and v never overlap (the parameter, its gradient and two state tensors), so they are
+// __restrict and the loop vectorises.
 template <class T>
 void adam_update(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
-                 std::int64_t n, const AdamOptions& o, double lr, double step, bool decoupled) {
-  const T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2);
-  const T one_b1 = static_cast<T>(1 - o.beta1), one_b2 = static_cast<T>(1 - o.beta2);
-  const double bc1 = 1 - std::pow(o.beta1, step), bc2 = 1 - std::pow(o.beta2, step);
-  const T step_size = static_cast<T>(lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T eps = static_cast<T>(o.eps), wd = static_cast<T>(o.weight_decay);
-  const T decay = static_cast<T>(1 - lr * o.weight_decay);
-  for (std::int64_t i = 0; i < n; ++i) {
-    T gi = g[i];
-    if (decoupled)
-      p[i] = p[i] * decay;
-    else if (o.weight_decay != 0)
-      gi = gi + wd * p[i];
-    m[i] = m[i] * b1 + one_b1 * gi;
-    v[i] = v[i] * b2 + one_b2 * gi * gi;
-    T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] - step_size * (m[i] / denom);
-  }
+                 std::int64_t n, const rules::AdamScalars<T>& s) {
+  for (std::int64_t i = 0; i < n; ++i) p[i] = rules::adam_element(p[i], g[i], m[i], v[i], s);
 }
 }  // namespace
 
@@ -84,14 +67,17 @@ void Adam::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std:
                         options_.weight_decay, pd.step, decoupled_);
     return;
   }
+  const AdamOptions& o = options_;
   if (p.dtype() == kFloat64)
     adam_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
                         pd.m.data_ptr<double>() + lo, pd.v.data_ptr<double>() + lo, hi - lo,
-                        options_, lr_, pd.step, decoupled_);
+                        rules::adam_scalars<double>(lr_, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                                    pd.step, decoupled_));
   else
     adam_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
-                       pd.m.data_ptr<float>() + lo, pd.v.data_ptr<float>() + lo, hi - lo, options_,
-                       lr_, pd.step, decoupled_);
+                       pd.m.data_ptr<float>() + lo, pd.v.data_ptr<float>() + lo, hi - lo,
+                       rules::adam_scalars<float>(lr_, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                                  pd.step, decoupled_));
 }
 
 void Adam::commit_param(std::size_t i) {

@@ -2,6 +2,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "ops/cuda_ops.h"
+#include "optim/update_rules.h"
 
 namespace lockstep::optim {
 
@@ -15,21 +16,12 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)
 }
 
 namespace {
+// One SGD update of n elements with the shared per-element formula (update_rules.h).
 template <class T>
-void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n, const SGDOptions& o,
-                double lr) {
-  const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
-  const T damp = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-lr);
-  for (std::int64_t i = 0; i < n; ++i) {
-    T d = g[i];
-    if (o.weight_decay != 0) d = d + wd * p[i];
-    if (o.momentum != 0) {
-      T b = first ? d : buf[i] * mom + damp * d;
-      buf[i] = b;
-      d = o.nesterov ? d + mom * b : b;
-    }
-    p[i] = p[i] + neg_lr * d;
-  }
+void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n,
+                const rules::SgdScalars<T>& s) {
+  for (std::int64_t i = 0; i < n; ++i)
+    p[i] = rules::sgd_element(p[i], g[i], buf ? buf + i : nullptr, first, s);
 }
 }  // namespace
 
@@ -63,14 +55,17 @@ void SGD::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::
                        options_.weight_decay, options_.nesterov);
     return;
   }
+  const SGDOptions& o = options_;
   if (p.dtype() == kFloat64)
-    sgd_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
-                       pd.buf.defined() ? pd.buf.data_ptr<double>() + lo : nullptr, pd.first,
-                       hi - lo, options_, lr_);
+    sgd_update<double>(
+        p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
+        pd.buf.defined() ? pd.buf.data_ptr<double>() + lo : nullptr, pd.first, hi - lo,
+        rules::sgd_scalars<double>(lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov));
   else
-    sgd_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
-                      pd.buf.defined() ? pd.buf.data_ptr<float>() + lo : nullptr, pd.first, hi - lo,
-                      options_, lr_);
+    sgd_update<float>(
+        p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
+        pd.buf.defined() ? pd.buf.data_ptr<float>() + lo : nullptr, pd.first, hi - lo,
+        rules::sgd_scalars<float>(lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov));
 }
 
 void SGD::commit_param(std::size_t i) {

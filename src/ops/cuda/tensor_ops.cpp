@@ -260,10 +260,8 @@ int adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 
 namespace {
 
-// The device table of a flat step: the segments with elements (fill(host segment, table entry)
-// sets the optimizer's fields), their blocks assigned, copied to `device` through the pinned
-// staging buffer into `table` (kept alive by the caller until the launch is enqueued; freeing
-// it after that is safe: the allocator's blocks are ordered on the compute stream).
+// The host table of a flat step: the segments with elements; fill(host segment, table entry)
+// sets the optimizer's own fields.
 template <class T, class Fill>
 std::vector<kc::FlatSegment<T>> flat_table(const std::vector<FlatUpdateSegment>& segments,
                                            Fill fill) {
@@ -281,6 +279,9 @@ std::vector<kc::FlatSegment<T>> flat_table(const std::vector<FlatUpdateSegment>&
   return table;
 }
 
+// The table copied to `device` through the pinned staging buffer (on its compute stream). The
+// caller keeps the tensor until the launch is enqueued; freeing it after that is safe, since the
+// allocator's blocks are ordered on the compute stream.
 template <class T>
 Tensor upload_table(const std::vector<kc::FlatSegment<T>>& table, Device device) {
   const std::size_t bytes = table.size() * sizeof(kc::FlatSegment<T>);

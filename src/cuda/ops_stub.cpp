@@ -39,13 +39,22 @@ void cross_entropy_backward(const Tensor&, const Tensor&, std::int64_t, const Te
                             const Tensor&, const Tensor&) {
   not_built("cross_entropy_backward");
 }
-void sgd_step(const Tensor&, const Tensor&, const Tensor&, bool, double, double, double, double,
-              bool) {
+int sgd_step(const Tensor&, const Tensor&, const Tensor&, bool, double, double, double, double,
+             bool) {
   not_built("sgd_step");
 }
-void adam_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, double, double,
-               double, double, double, bool) {
+int adam_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, double, double,
+              double, double, double, bool) {
   not_built("adam_step");
+}
+int sgd_flat_step(const Tensor&, const Tensor&, const Tensor&,
+                  const std::vector<FlatUpdateSegment>&, double, double, double, double, bool) {
+  not_built("sgd_flat_step");
+}
+int adam_flat_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const std::vector<FlatUpdateSegment>&, double, double, double, double, double,
+                   bool) {
+  not_built("adam_flat_step");
 }
 
 }  // namespace lockstep::cuda_ops

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "lockstep/core/tensor.h"
 #include "ops/kernels.h"
@@ -66,15 +67,43 @@ CrossEntropyStats cross_entropy_forward(const Tensor& logits, const Tensor& targ
 void cross_entropy_backward(const Tensor& prob, const Tensor& target, std::int64_t ignore_index,
                             const Tensor& scratch, const Tensor& g, const Tensor& grad_logits);
 
-/// One optim::SGD update of one parameter (kernels::cuda::sgd_step over one segment with a
-/// gradient); `momentum_buffer` undefined when momentum == 0; `first` when the buffer was just
-/// created.
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, bool first,
-              double lr, double momentum, double dampening, double weight_decay, bool nesterov);
+/// One optim::SGD update of one parameter (kernels::cuda::sgd_step); `momentum_buffer` undefined
+/// when momentum == 0; `first` when the buffer was just created (its contents are ignored).
+/// Returns the kernels launched (1, or 0 for an empty parameter).
+int sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, bool first,
+             double lr, double momentum, double dampening, double weight_decay, bool nesterov);
 /// One optim::Adam / AdamW update of one parameter (kernels::cuda::adam_step); `step` is the
-/// 1-based step count after this update.
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-               const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
-               double weight_decay, double step, bool decoupled);
+/// 1-based step count after this update. Returns the kernels launched (1, or 0 when empty).
+int adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+              const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
+              double weight_decay, double step, bool decoupled);
+
+/// One parameter of a flat optimizer step (optim::detail::FlatPlan): its elements are
+/// [param_offset, +numel) from the parameter base, [grad_offset, +numel) from the gradient base
+/// and [state_offset, +numel) of each flat state buffer.
+struct FlatUpdateSegment {
+  std::int64_t param_offset = 0;
+  std::int64_t grad_offset = 0;
+  std::int64_t state_offset = 0;
+  std::int64_t numel = 0;
+  bool first = false;             ///< SGD: no momentum buffer yet
+  bool fresh_exp_avg = false;     ///< Adam: exp_avg not created yet (read as zeros)
+  bool fresh_exp_avg_sq = false;  ///< Adam: exp_avg_sq not created yet (read as zeros)
+  double step = 1;                ///< Adam: this parameter's 1-based step count after the update
+};
+/// One launch (kernels::cuda::sgd_flat_step) updating every segment with elements, bit for bit
+/// as sgd_step per parameter. param_base / grad_base: the tensors whose first elements are the
+/// bases (dtype and device are taken from param_base); momentum_buffer: the flat state buffer
+/// (undefined when momentum == 0). Pass only parameters that have a gradient. The segment table
+/// is copied to the device through the pinned staging buffer. Returns the kernels launched (1,
+/// or 0 when no segment has elements).
+int sgd_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& momentum_buffer,
+                  const std::vector<FlatUpdateSegment>& segments, double lr, double momentum,
+                  double dampening, double weight_decay, bool nesterov);
+/// The same for Adam / AdamW (kernels::cuda::adam_flat_step), each segment with its own step.
+int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const std::vector<FlatUpdateSegment>& segments,
+                   double lr, double beta1, double beta2, double eps, double weight_decay,
+                   bool decoupled);
 
 }  // namespace lockstep::cuda_ops

@@ -4,6 +4,8 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "ops/cuda_ops.h"
+#include "optim/flat_step.h"
+#include "optim/update_rules.h"
 
 namespace lockstep::optim {
 
@@ -25,35 +27,61 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
     : Adam(std::move(params), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
 
 namespace {
-// One Adam/AdamW update of n elements. p, g, m and v never overlap (the parameter, its gradient
-// and two state tensors), so they are __restrict and the loop vectorises; the library is built
-// with -fno-math-errno, so std::sqrt is the vector square root instruction (same correctly
-// rounded result).
+// One Adam/AdamW update of n elements with the shared per-element formula (update_rules.h).
+// p, g, m and v never overlap (the parameter, its gradient and two state tensors), so they are
+// __restrict and the loop vectorises.
 template <class T>
 void adam_update(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
-                 std::int64_t n, const AdamOptions& o, double lr, double step, bool decoupled) {
-  const T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2);
-  const T one_b1 = static_cast<T>(1 - o.beta1), one_b2 = static_cast<T>(1 - o.beta2);
-  const double bc1 = 1 - std::pow(o.beta1, step), bc2 = 1 - std::pow(o.beta2, step);
-  const T step_size = static_cast<T>(lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T eps = static_cast<T>(o.eps), wd = static_cast<T>(o.weight_decay);
-  const T decay = static_cast<T>(1 - lr * o.weight_decay);
-  for (std::int64_t i = 0; i < n; ++i) {
-    T gi = g[i];
-    if (decoupled)
-      p[i] = p[i] * decay;
-    else if (o.weight_decay != 0)
-      gi = gi + wd * p[i];
-    m[i] = m[i] * b1 + one_b1 * gi;
-    v[i] = v[i] * b2 + one_b2 * gi * gi;
-    T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] - step_size * (m[i] / denom);
-  }
+                 std::int64_t n, const rules::AdamScalars<T>& s) {
+  for (std::int64_t i = 0; i < n; ++i) p[i] = rules::adam_element(p[i], g[i], m[i], v[i], s);
 }
 }  // namespace
 
 void Adam::step() { step_elementwise(); }
+
+std::int64_t Adam::step_flat(const detail::FlatPlan& plan) {
+  bool any = false;
+  for (const auto& s : plan.segments) any = any || s.has_grad;
+  if (!any) return 0;  // nothing to update, no state to create, no step counted
+  const Tensor m = flat_state("exp_avg", plan), v = flat_state("exp_avg_sq", plan);
+  std::vector<cuda_ops::FlatUpdateSegment> segments;
+  std::vector<double> steps(params_.size(), 0);
+  for (const auto& s : plan.segments) {
+    if (!s.has_grad) continue;  // no gradient: untouched, no state, step count not advanced
+    const auto& st = state_[s.index];
+    const auto step = st.find("step");
+    // prepare_param's rules: the step after the stored one; state missing is zeros.
+    steps[s.index] = (step == st.end() ? 0.0 : step->second.item()) + 1;
+    cuda_ops::FlatUpdateSegment u;
+    u.param_offset = s.param_offset;
+    u.grad_offset = s.grad_offset;
+    u.state_offset = s.state_offset;
+    u.numel = s.numel;
+    u.fresh_exp_avg = !st.count("exp_avg");
+    u.fresh_exp_avg_sq = !st.count("exp_avg_sq");
+    u.step = steps[s.index];
+    segments.push_back(u);
+  }
+  const Tensor none;
+  const int launched = cuda_ops::adam_flat_step(
+      plan.param_base_index == detail::kNoBase ? none : params_[plan.param_base_index],
+      plan.grad_base_index == detail::kNoBase ? none : params_[plan.grad_base_index].grad(), m, v,
+      segments, lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
+      decoupled_);
+  // commit_param's rules: the step count advances; the moments become state.
+  for (const auto& s : plan.segments) {
+    if (!s.has_grad) continue;
+    auto& st = state_[s.index];
+    auto step = st.find("step");
+    if (step == st.end()) step = st.emplace("step", scalar_tensor(0, kFloat64)).first;
+    step->second.fill_(steps[s.index]);
+    if (!st.count("exp_avg") || !st.count("exp_avg_sq")) {
+      st["exp_avg"] = flat_state_view(m, plan, s.index);
+      st["exp_avg_sq"] = flat_state_view(v, plan, s.index);
+    }
+  }
+  return launched;
+}
 
 void Adam::prepare_param(std::size_t i) {
   if (pending_.size() != params_.size()) pending_.resize(params_.size());
@@ -71,8 +99,9 @@ void Adam::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std:
   const Tensor& p = params_[i];
   const Pending& pd = pending_[i];
   if (p.device().is_cuda()) {
-    // One fused launch over the whole parameter (cuda_ops::adam_step); supports_sliced_step() is
-    // false while a parameter is on a GPU, so only step() gets here.
+    // One fused launch over the whole parameter (cuda_ops::adam_step) where the parameters do not
+    // lie flat (step_flat otherwise); supports_sliced_step() is false while a parameter is on a
+    // GPU, so only step() gets here.
     const std::string name = decoupled_ ? "AdamW" : "Adam";
     if (lo != 0 || hi != p.numel())
       throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
@@ -80,18 +109,21 @@ void Adam::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std:
     if (grad.device() != p.device())
       throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
                         " but its gradient on " + grad.device().str());
-    cuda_ops::adam_step(p, grad, pd.m, pd.v, lr_, options_.beta1, options_.beta2, options_.eps,
-                        options_.weight_decay, pd.step, decoupled_);
+    (void)cuda_ops::adam_step(p, grad, pd.m, pd.v, lr_, options_.beta1, options_.beta2,
+                              options_.eps, options_.weight_decay, pd.step, decoupled_);
     return;
   }
+  const AdamOptions& o = options_;
   if (p.dtype() == kFloat64)
     adam_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
                         pd.m.data_ptr<double>() + lo, pd.v.data_ptr<double>() + lo, hi - lo,
-                        options_, lr_, pd.step, decoupled_);
+                        rules::adam_scalars<double>(lr_, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                                    pd.step, decoupled_));
   else
     adam_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
-                       pd.m.data_ptr<float>() + lo, pd.v.data_ptr<float>() + lo, hi - lo, options_,
-                       lr_, pd.step, decoupled_);
+                       pd.m.data_ptr<float>() + lo, pd.v.data_ptr<float>() + lo, hi - lo,
+                       rules::adam_scalars<float>(lr_, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                                  pd.step, decoupled_));
 }
 
 void Adam::commit_param(std::size_t i) {

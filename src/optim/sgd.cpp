@@ -2,6 +2,8 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "ops/cuda_ops.h"
+#include "optim/flat_step.h"
+#include "optim/update_rules.h"
 
 namespace lockstep::optim {
 
@@ -15,25 +17,47 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)
 }
 
 namespace {
+// One SGD update of n elements with the shared per-element formula (update_rules.h).
 template <class T>
-void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n, const SGDOptions& o,
-                double lr) {
-  const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
-  const T damp = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-lr);
-  for (std::int64_t i = 0; i < n; ++i) {
-    T d = g[i];
-    if (o.weight_decay != 0) d = d + wd * p[i];
-    if (o.momentum != 0) {
-      T b = first ? d : buf[i] * mom + damp * d;
-      buf[i] = b;
-      d = o.nesterov ? d + mom * b : b;
-    }
-    p[i] = p[i] + neg_lr * d;
-  }
+void sgd_update(T* p, const T* g, T* buf, bool first, std::int64_t n,
+                const rules::SgdScalars<T>& s) {
+  for (std::int64_t i = 0; i < n; ++i)
+    p[i] = rules::sgd_element(p[i], g[i], buf ? buf + i : nullptr, first, s);
 }
 }  // namespace
 
 void SGD::step() { step_elementwise(); }
+
+std::int64_t SGD::step_flat(const detail::FlatPlan& plan) {
+  bool any = false;
+  for (const auto& s : plan.segments) any = any || s.has_grad;
+  if (!any) return 0;  // nothing to update, no state to create
+  const bool momentum = options_.momentum != 0;
+  const Tensor buf = momentum ? flat_state("momentum_buffer", plan) : Tensor();
+  std::vector<cuda_ops::FlatUpdateSegment> segments;
+  for (const auto& s : plan.segments) {
+    if (!s.has_grad) continue;  // no gradient: untouched, no state created
+    cuda_ops::FlatUpdateSegment u;
+    u.param_offset = s.param_offset;
+    u.grad_offset = s.grad_offset;
+    u.state_offset = s.state_offset;
+    u.numel = s.numel;
+    u.first = momentum && !has_state(s.index, "momentum_buffer");
+    segments.push_back(u);
+  }
+  const Tensor none;
+  const int launched = cuda_ops::sgd_flat_step(
+      plan.param_base_index == detail::kNoBase ? none : params_[plan.param_base_index],
+      plan.grad_base_index == detail::kNoBase ? none : params_[plan.grad_base_index].grad(), buf,
+      segments, lr_, options_.momentum, options_.dampening, options_.weight_decay,
+      options_.nesterov);
+  // The momentum buffer of a parameter's first step becomes state (commit_param's rule).
+  if (momentum)
+    for (const auto& s : plan.segments)
+      if (s.has_grad && !has_state(s.index, "momentum_buffer"))
+        set_state(s.index, "momentum_buffer", flat_state_view(buf, plan, s.index));
+  return launched;
+}
 
 void SGD::prepare_param(std::size_t i) {
   if (pending_.size() != params_.size()) pending_.resize(params_.size());
@@ -51,26 +75,30 @@ void SGD::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::
   const Tensor& p = params_[i];
   const Pending& pd = pending_[i];
   if (p.device().is_cuda()) {
-    // One fused launch over the whole parameter (cuda_ops::sgd_step); supports_sliced_step() is
-    // false while a parameter is on a GPU, so only step() gets here.
+    // One fused launch over the whole parameter (cuda_ops::sgd_step) where the parameters do not
+    // lie flat (step_flat otherwise); supports_sliced_step() is false while a parameter is on a
+    // GPU, so only step() gets here.
     if (lo != 0 || hi != p.numel())
       throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
                         "; its update runs over the whole parameter, not in slices");
     if (grad.device() != p.device())
       throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
                         " but its gradient on " + grad.device().str());
-    cuda_ops::sgd_step(p, grad, pd.buf, pd.first, lr_, options_.momentum, options_.dampening,
-                       options_.weight_decay, options_.nesterov);
+    (void)cuda_ops::sgd_step(p, grad, pd.buf, pd.first, lr_, options_.momentum, options_.dampening,
+                             options_.weight_decay, options_.nesterov);
     return;
   }
+  const SGDOptions& o = options_;
   if (p.dtype() == kFloat64)
-    sgd_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
-                       pd.buf.defined() ? pd.buf.data_ptr<double>() + lo : nullptr, pd.first,
-                       hi - lo, options_, lr_);
+    sgd_update<double>(
+        p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
+        pd.buf.defined() ? pd.buf.data_ptr<double>() + lo : nullptr, pd.first, hi - lo,
+        rules::sgd_scalars<double>(lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov));
   else
-    sgd_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
-                      pd.buf.defined() ? pd.buf.data_ptr<float>() + lo : nullptr, pd.first, hi - lo,
-                      options_, lr_);
+    sgd_update<float>(
+        p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
+        pd.buf.defined() ? pd.buf.data_ptr<float>() + lo : nullptr, pd.first, hi - lo,
+        rules::sgd_scalars<float>(lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov));
 }
 
 void SGD::commit_param(std::size_t i) {

@@ -2,6 +2,8 @@
 // (kernels::ref, src/ops/reference/) or, where there is no ref:: kernel, the CPU op or optimizer
 // itself; table-driven over odd shapes with empty and size-1 dimensions. Tolerance
 // |cuda − ref| ≤ 1e-4 + 1e-4·|ref| (fp32).
+#include "ops/cuda/kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,7 +15,6 @@
 #include "lockstep/core/tensor.h"
 #include "lockstep/ops/ops.h"
 #include "lockstep/optim/sgd.h"
-#include "ops/cuda/kernels.h"
 #include "ops/kernels.h"
 
 namespace lockstep::testing {
@@ -56,15 +57,15 @@ TEST(CudaKernels, GemmMatchesReference) {
               kr::gemm<float>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta,
                               expect.data(), ldc);
               DeviceArray<float> da(a), db(b), dc(c);
-              kc::gemm<float>(ta, tb, m, n, k, alpha, da.get(), lda, db.get(), ldb, beta,
-                              dc.get(), ldc, exec);
+              kc::gemm<float>(ta, tb, m, n, k, alpha, da.get(), lda, db.get(), ldb, beta, dc.get(),
+                              ldc, exec);
               auto got = dc.to_host();
               if (beta == 0.f)  // the padding columns of C are not written: compare [m, n] only
                 for (std::int64_t i = 0; i < m; ++i)
                   for (std::int64_t j = n; j < ldc; ++j) got[i * ldc + j] = expect[i * ldc + j];
-              ASSERT_TRUE(close(got, expect)) << "m=" << m << " n=" << n << " k=" << k
-                                              << " ta=" << ta << " tb=" << tb << " alpha="
-                                              << alpha << " beta=" << beta;
+              ASSERT_TRUE(close(got, expect))
+                  << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb
+                  << " alpha=" << alpha << " beta=" << beta;
               ++cases;
             }
   EXPECT_EQ(cases, 4 * 4 * 4 * 4 * 2);
@@ -121,7 +122,8 @@ TEST(CudaKernels, AddMulReluMatchReference) {
 TEST(CudaKernels, ReluKeepsNaNAndZeroesNegatives) {
   LOCKSTEP_REQUIRE_CUDA();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  DeviceArray<float> x(std::vector<float>{-1.f, 0.f, 2.f, nan, -0.f}), y(std::vector<float>(5, 0.f));
+  DeviceArray<float> x(std::vector<float>{-1.f, 0.f, 2.f, nan, -0.f}),
+      y(std::vector<float>(5, 0.f));
   kc::relu_forward<float>(x.get(), y.get(), 5, kc::on_device(0));
   const auto got = y.to_host();
   EXPECT_EQ(got[0], 0.f);
@@ -159,8 +161,8 @@ TEST(CudaKernels, CrossEntropyMatchesReference) {
         double loss_ref = 0;
         std::int64_t count_ref = 0;
         std::vector<float> prob_ref(logits.size());
-        kr::cross_entropy<float>(logits.data(), target.data(), n, c, ignore, &loss_ref,
-                                 &count_ref, prob_ref.data());
+        kr::cross_entropy<float>(logits.data(), target.data(), n, c, ignore, &loss_ref, &count_ref,
+                                 prob_ref.data());
 
         DeviceArray<float> dl(logits), prob(std::vector<float>(logits.size())),
             terms(std::vector<float>(std::size_t(n), 0.f)), grad(std::vector<float>(logits.size()));
@@ -168,8 +170,8 @@ TEST(CudaKernels, CrossEntropyMatchesReference) {
             bad(std::vector<std::int64_t>{-1});
         DeviceArray<double> sum(std::vector<double>{-1.0});
         DeviceArray<float> gout(std::vector<float>{0.75f});
-        kc::cross_entropy_forward<float>(dl.get(), dt.get(), n, c, ignore, prob.get(),
-                                         terms.get(), sum.get(), cnt.get(), bad.get(), exec);
+        kc::cross_entropy_forward<float>(dl.get(), dt.get(), n, c, ignore, prob.get(), terms.get(),
+                                         sum.get(), cnt.get(), bad.get(), exec);
         const std::string where = "n=" + std::to_string(n) + " c=" + std::to_string(c) +
                                   " ignore=" + std::to_string(ignore);
         ASSERT_TRUE(close(prob.to_host(), prob_ref)) << where;
@@ -178,8 +180,8 @@ TEST(CudaKernels, CrossEntropyMatchesReference) {
         ASSERT_TRUE(close(sum.to_host(), std::vector<double>{loss_ref})) << where;
 
         // Backward: (p − onehot) · g / count, zero on ignored rows (the CPU op's formula).
-        kc::cross_entropy_backward<float>(prob.get(), dt.get(), n, c, ignore, cnt.get(),
-                                          gout.get(), grad.get(), exec);
+        kc::cross_entropy_backward<float>(prob.get(), dt.get(), n, c, ignore, cnt.get(), gout.get(),
+                                          grad.get(), exec);
         std::vector<float> grad_ref(logits.size(), 0.f);
         const double scale = 0.75 / double(std::max<std::int64_t>(count_ref, 1));
         for (std::int64_t i = 0; i < n; ++i) {
@@ -222,8 +224,8 @@ TEST(CudaKernels, CrossEntropyInvalidTargetIsCountedAndNaN) {
   const std::int64_t n = 3, c = 4;
   DeviceArray<float> dl(random_floats(12, 5)), prob(std::vector<float>(12)),
       terms(std::vector<float>(3, 0.f)), grad(std::vector<float>(12));
-  DeviceArray<std::int64_t> dt(std::vector<std::int64_t>{1, 4, -1}), cnt(std::vector<std::int64_t>{0}),
-      bad(std::vector<std::int64_t>{0});
+  DeviceArray<std::int64_t> dt(std::vector<std::int64_t>{1, 4, -1}),
+      cnt(std::vector<std::int64_t>{0}), bad(std::vector<std::int64_t>{0});
   DeviceArray<double> sum(std::vector<double>{0});
   kc::cross_entropy_forward<float>(dl.get(), dt.get(), n, c, -100, prob.get(), terms.get(),
                                    sum.get(), cnt.get(), bad.get(), kc::on_device(0));
@@ -243,7 +245,7 @@ struct SgdCase {
   const char* name;
 };
 
-TEST(CudaKernels, FusedSgdMatchesCpuOptimizerWithHasGradMask) {
+TEST(CudaKernels, FlatSgdMatchesCpuOptimizerWithHasGradRule) {
   LOCKSTEP_REQUIRE_CUDA();
   const std::vector<SgdCase> cases = {
       {{.lr = 0.1}, "plain"},
@@ -252,69 +254,63 @@ TEST(CudaKernels, FusedSgdMatchesCpuOptimizerWithHasGradMask) {
       {{.lr = 0.1, .momentum = 0.9, .dampening = 0.3, .weight_decay = 1e-3}, "dampening"},
       {{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-2, .nesterov = true}, "nesterov"},
   };
-  // Parameter sizes (a flat buffer of 5 segments, one empty) and which of them have a gradient
-  // at each of 4 steps: segment 2 gets its first gradient only at step 2, so its momentum buffer
-  // starts there (PyTorch's rule), segment 4 never has one.
-  const std::vector<std::int64_t> sizes = {7, 1, 33, 0, 5};
-  const std::vector<std::vector<bool>> has = {
-      {true, true, false, true, false},
-      {true, false, false, true, false},
-      {true, true, true, true, false},
-      {false, true, true, true, false}};
+  // Parameter sizes (a flat buffer of 5 segments, one empty, one over two blocks) and which of
+  // them have a gradient at each of 4 steps: segment 2 gets its first gradient only at step 2,
+  // so its momentum buffer starts there (PyTorch's rule), segment 4 never has one. The table of
+  // a step holds the segments with a gradient and elements (the caller's has-gradient rule).
+  const std::vector<std::int64_t> sizes = {7, 1, kc::kFlatChunk + 33, 0, 5};
+  const std::vector<std::vector<bool>> has = {{true, true, false, true, false},
+                                              {true, false, false, true, false},
+                                              {true, true, true, true, false},
+                                              {false, true, true, true, false}};
   std::vector<std::int64_t> offsets{0};
   for (auto s : sizes) offsets.push_back(offsets.back() + s);
   const std::int64_t numel = offsets.back();
-  const auto segments = std::int64_t(sizes.size());
   const auto exec = kc::on_device(0);
 
   for (const auto& tc : cases) {
     auto init = random_floats(std::size_t(numel), 11);
     std::vector<Tensor> params;
     for (std::size_t s = 0; s < sizes.size(); ++s)
-      params.push_back(host_tensor(std::vector<float>(init.begin() + offsets[s],
-                                                      init.begin() + offsets[s + 1]),
-                                   {sizes[s]})
-                           .requires_grad_(true));
+      params.push_back(
+          host_tensor(std::vector<float>(init.begin() + offsets[s], init.begin() + offsets[s + 1]),
+                      {sizes[s]})
+              .requires_grad_(true));
     optim::SGD cpu(params, tc.options);
 
     DeviceArray<float> p(init), g(std::vector<float>(std::size_t(numel), 0.f)),
         buf(std::vector<float>(numel, 123.f));  // garbage: must be ignored before first use
-    DeviceArray<std::int64_t> off(offsets);
-    DeviceArray<std::uint8_t> flags(std::vector<std::uint8_t>(sizes.size(), 0));
     const kc::SgdHyper hyper{tc.options.lr, tc.options.momentum, tc.options.dampening,
                              tc.options.weight_decay, tc.options.nesterov};
     for (std::size_t step = 0; step < has.size(); ++step) {
       const auto grads = random_floats(std::size_t(numel), unsigned(1000 + step));
-      std::vector<std::uint8_t> f = flags.to_host();
+      std::vector<kc::FlatSegment<float>> table;
       for (std::size_t s = 0; s < sizes.size(); ++s) {
         if (has[step][s]) {
-          params[s].set_grad(host_tensor(std::vector<float>(grads.begin() + offsets[s],
-                                                            grads.begin() + offsets[s + 1]),
-                                         {sizes[s]}));
-          f[s] |= kc::kHasGrad;
+          params[s].set_grad(host_tensor(
+              std::vector<float>(grads.begin() + offsets[s], grads.begin() + offsets[s + 1]),
+              {sizes[s]}));
+          kc::FlatSegment<float> e;
+          e.param_offset = e.grad_offset = e.state_offset = offsets[s];
+          e.numel = sizes[s];
+          e.flags = cpu.state(s, "momentum_buffer").defined() ? 0u : kc::kFlatFirstStep;
+          if (e.numel > 0) table.push_back(e);
         } else {
           params[s].set_grad(Tensor());
-          f[s] &= std::uint8_t(~kc::kHasGrad);
         }
       }
-      cuda::copy_to_device(flags.get(), f.data(), f.size(), 0);
+      const std::int64_t blocks = kc::assign_flat_blocks(table.data(), std::int64_t(table.size()));
+      DeviceArray<kc::FlatSegment<float>> dev_table(table);
       cuda::copy_to_device(g.get(), grads.data(), grads.size() * sizeof(float), 0);
       cpu.step();
-      kc::sgd_step<float>(p.get(), g.get(), buf.get(), numel, off.get(), flags.get(), segments,
-                          hyper, exec);
+      kc::sgd_flat_step<float>(p.get(), g.get(), buf.get(), dev_table.get(),
+                               std::int64_t(table.size()), blocks, hyper, exec);
       std::vector<float> expect;
       for (auto& t : params) {
         auto v = to_vector(t.detach());
         expect.insert(expect.end(), v.begin(), v.end());
       }
       ASSERT_TRUE(close(p.to_host(), expect)) << tc.name << " step " << step;
-      // Momentum buffers exist exactly where the CPU optimizer created them.
-      const auto f_after = flags.to_host();
-      for (std::size_t s = 0; s < sizes.size(); ++s) {
-        const bool dev_has = (f_after[s] & kc::kHasMomentumBuf) != 0;
-        const bool cpu_has = cpu.state(s, "momentum_buffer").defined();
-        EXPECT_EQ(dev_has, cpu_has) << tc.name << " step " << step << " segment " << s;
-      }
     }
     if (tc.options.momentum != 0) {
       const auto b = buf.to_host();
@@ -326,6 +322,24 @@ TEST(CudaKernels, FusedSgdMatchesCpuOptimizerWithHasGradMask) {
       }
     }
   }
+}
+
+// Blocks of a flat launch: ceil(numel / kFlatChunk) per segment, in order. Runs without a GPU.
+TEST(CudaKernels, FlatBlocksAreAssignedInOrder) {
+  std::vector<kc::FlatSegment<float>> t(4);
+  t[0].numel = 1;
+  t[1].numel = kc::kFlatChunk;
+  t[2].numel = kc::kFlatChunk + 1;
+  t[3].numel = 0;
+  EXPECT_EQ(kc::assign_flat_blocks(t.data(), 4), 4);
+  EXPECT_EQ(t[0].first_block, 0);
+  EXPECT_EQ(t[1].first_block, 1);
+  EXPECT_EQ(t[2].first_block, 2);
+  EXPECT_EQ(t[3].first_block, 4);
+  t[3].numel = -1;
+  EXPECT_THROW(kc::assign_flat_blocks(t.data(), 4), ValueError);
+  t[3].numel = kc::kFlatChunk * (std::int64_t{1} << 31);
+  EXPECT_THROW(kc::assign_flat_blocks(t.data(), 4), ValueError);
 }
 
 // Runs with and without a GPU (without one, cuda:0 is the missing device).

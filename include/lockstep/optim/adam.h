@@ -30,6 +30,8 @@ class Adam : public Optimizer {
   std::vector<std::string> state_names() const override {
     return {"step", "exp_avg", "exp_avg_sq"};
   }
+  bool supports_flat_step() const override { return true; }
+  std::int64_t step_flat(const detail::FlatPlan& plan) override;
   void prepare_param(std::size_t i) override;
   void update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) override;
   void commit_param(std::size_t i) override;

@@ -1,8 +1,10 @@
 // Optimizer base (torch.optim.Optimizer) with one parameter group. A parameter whose gradient is
 // none in a step is skipped entirely — no weight decay, no momentum, no state — and its state is
 // created the first time it has a gradient, as in PyTorch. Parameters on cuda:k are updated on
-// their device by fused kernels (one launch per parameter, same formulas and operation order as
-// the CPU loop; docs/cuda.md), and their state lives there too.
+// their device by fused kernels with the CPU loop's formulas and operation order (docs/cuda.md),
+// and their state lives there too: when the parameters lie flat on one GPU (views of one storage,
+// their gradients views of one other storage, as DataParallel lays them out) one launch updates
+// them all, otherwise one launch per parameter does; both give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,22 @@
 #include "lockstep/nn/state_dict.h"
 
 namespace lockstep::optim {
+
+namespace detail {
+struct FlatPlan;
+}  // namespace detail
+
+/// How the last step() updated parameters on a GPU (see Optimizer::last_cuda_step()).
+struct CudaStepInfo {
+  /// One launch over the flat parameter buffer updated every parameter with a gradient.
+  bool flat = false;
+  /// Update kernels the step launched: 1 (or 0 when no parameter had a gradient with elements)
+  /// when flat, else one per parameter with a gradient and elements. 0 on the CPU.
+  std::int64_t launches = 0;
+  /// Why the step was not flat (empty when it was, or when the parameters are on the CPU), e.g.
+  /// "parameters 0 and 1 lie in different storages".
+  std::string fallback_reason;
+};
 
 class Optimizer {
  public:
@@ -40,8 +58,15 @@ class Optimizer {
   /// out of range or a shape mismatch; nothing is modified when it throws.
   void load_state_dict(const StateDict& state);
 
-  /// The named state tensor of parameter `index` (undefined when not created yet).
+  /// The named state tensor of parameter `index` (undefined when not created yet). After a flat
+  /// step on a GPU it is a view of the optimizer's flat state buffer; state that load_state_dict
+  /// restored, or that a per-parameter step created, is moved into that buffer by the next flat
+  /// step (so a tensor returned before then no longer is the state afterwards).
   Tensor state(std::size_t index, const std::string& name) const;
+
+  /// How the last step() ran on a GPU: flat (one launch) or per parameter, the update kernels it
+  /// launched and why it was not flat. Reset by every step(); all zero / empty on the CPU.
+  const CudaStepInfo& last_cuda_step() const { return cuda_step_; }
 
   // ---- sliced steps ----------------------------------------------------------------------------
   // An elementwise optimizer (each element's update reads and writes only that element of the
@@ -78,8 +103,8 @@ class Optimizer {
 
  protected:
   /// Whether every parameter is on a CPU device now: the sliced step's update_range runs host
-  /// loops over element ranges; a parameter on a GPU is updated by one fused launch over the
-  /// whole parameter in step() instead.
+  /// loops over element ranges; parameters on a GPU are updated by step() instead (one launch
+  /// over all of them when they lie flat, else one per parameter).
   bool all_params_on_cpu() const;
   // The three parts of an elementwise step, implemented by optimizers whose
   // supports_sliced_step() is true: prepare_param (one thread) fixes parameter i's scalars and
@@ -88,9 +113,24 @@ class Optimizer {
   virtual void prepare_param(std::size_t i);
   virtual void update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi);
   virtual void commit_param(std::size_t i);
-  /// step() of an elementwise optimizer: for every parameter with a gradient, prepare_param,
-  /// update_range over all its elements, commit_param.
+  /// step() of an elementwise optimizer: when the parameters are on a GPU and lie flat (see
+  /// plan_flat_step in src/optim/flat_step.h) and supports_flat_step(), one step_flat(); else
+  /// for every parameter with a gradient, prepare_param, update_range over all its elements,
+  /// commit_param. Records last_cuda_step().
   void step_elementwise();
+  /// Whether step_flat is implemented (SGD, Adam, AdamW).
+  virtual bool supports_flat_step() const { return false; }
+  /// One step of every parameter by one launch over the flat layout `plan` (flat, every
+  /// parameter and gradient on one CUDA device, one float dtype), bit-identical to the
+  /// per-parameter step, with the same has-gradient rule. Returns the kernels launched.
+  virtual std::int64_t step_flat(const detail::FlatPlan& plan);
+  /// The flat state buffer `name` of `plan`'s layout (state_numel elements like the parameters,
+  /// created as zeros on first use or when the layout changed), with every existing state tensor
+  /// `name` moved into it: a state tensor that is not already its view there is copied in and
+  /// replaced by the view. Values are unchanged.
+  Tensor flat_state(const std::string& name, const detail::FlatPlan& plan);
+  /// Parameter i's part of a flat state buffer, shaped like the parameter.
+  Tensor flat_state_view(const Tensor& flat, const detail::FlatPlan& plan, std::size_t i) const;
 
   /// State tensor `name` of parameter `index`, created as zeros like the parameter on first use.
   Tensor& state_or_zeros(std::size_t index, const std::string& name);
@@ -104,9 +144,16 @@ class Optimizer {
   std::vector<std::unordered_map<std::string, Tensor>> state_;
 
  private:
+  // The flat layout of this step's parameters and gradients (flat == false, with the reason,
+  // when they are not on one GPU or do not lie flat).
+  detail::FlatPlan plan_flat() const;
+
   // The sliced step in progress: whether one is, and its candidates.
   bool sliced_ = false;
   std::vector<char> candidates_;
+  CudaStepInfo cuda_step_;
+  // The flat state buffers (by state name) of the flat steps.
+  std::unordered_map<std::string, Tensor> flat_state_;
 };
 
 }  // namespace lockstep::optim

@@ -29,6 +29,8 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
+  bool supports_flat_step() const override { return true; }
+  std::int64_t step_flat(const detail::FlatPlan& plan) override;
   void prepare_param(std::size_t i) override;
   void update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) override;
   void commit_param(std::size_t i) override;

@@ -136,7 +136,9 @@ class DataParallel : public nn::Module {
   /// parameters (the tensors of module()->parameters(), a subset is fine), each once, and on CPU
   /// devices support sliced steps (Optimizer::supports_sliced_step(): SGD, Adam, AdamW);
   /// ValueError otherwise. On CUDA devices the step always runs as optimizer->step() at the end of
-  /// forward_backward() (one fused launch per parameter on device_ids[0]). A second registration
+  /// forward_backward() on device_ids[0]: the master parameters are views of the flat buffer and
+  /// their .grad views of the reduced gradient buffer, so SGD, Adam and AdamW update them all in
+  /// one launch (Optimizer::last_cuda_step()). A second registration
   /// replaces the first; nullptr unregisters.
   void register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer);
   /// The registered fused optimizer (null when none).

@@ -119,8 +119,7 @@ void bias_grad(const T* grad, T* out, std::int64_t rows, std::int64_t cols, Exec
 template <class T>
 void cross_entropy_forward(const T* logits, const std::int64_t* target, std::int64_t n,
                            std::int64_t c, std::int64_t ignore_index, T* prob, T* loss_terms,
-                           double* loss_sum, std::int64_t* count, std::int64_t* invalid,
-                           Exec exec);
+                           double* loss_sum, std::int64_t* count, std::int64_t* invalid, Exec exec);
 
 /// Backward of the mean cross-entropy: grad_logits[i, j] = (prob[i, j] − [j == target[i]]) ·
 /// g / max(count, 1), 0 on ignored rows (and on rows with an invalid target), where g =
@@ -139,35 +138,9 @@ struct SgdHyper {
   bool nesterov = false;
 };
 
-/// Flags of one parameter (segment) of a flat buffer, as the CPU optimizer keeps them.
-enum SegmentFlag : std::uint8_t {
-  kHasGrad = 1,         ///< the parameter has a gradient this step (else it is skipped)
-  kHasMomentumBuf = 2,  ///< its momentum buffer exists (set by sgd_step after the first update)
-};
-
-/// One fused SGD step over a flat parameter buffer of `numel` elements made of `segments`
-/// parameters: segment s is [offsets[s], offsets[s+1]) (device int64, offsets[0] = 0,
-/// offsets[segments] = numel, non-decreasing); flags[s] (device uint8) holds SegmentFlag bits.
-/// Exactly what optim::SGD::step does per parameter (src/optim/sgd.cpp, PyTorch's formulas):
-///   segment without kHasGrad: param and momentum_buf untouched, no state created;
-///   otherwise d = g + weight_decay·p; if momentum ≠ 0: b = d when the buffer does not exist yet,
-///   else momentum·b + (1 − dampening)·d; b is stored; d = d + momentum·b (nesterov) or b;
-///   p = p − lr·d.
-/// After the update (same stream) every segment with kHasGrad gets kHasMomentumBuf when
-/// momentum ≠ 0. momentum_buf may be nullptr when momentum == 0. Hyper-parameters are not
-/// re-validated here (optim::SGD's constructor does that).
-template <class T>
-void sgd_step(T* param, const T* grad, T* momentum_buf, std::int64_t numel,
-              const std::int64_t* offsets, std::uint8_t* flags, std::int64_t segments,
-              const SgdHyper& hyper, Exec exec);
-
-/// Writes the metadata of a one-segment sgd_step on the device (from kernel arguments, no host
-/// copy): offsets[0] = 0, offsets[1] = numel, flags[0] = flag.
-void write_segment_meta(std::int64_t* offsets, std::uint8_t* flags, std::int64_t numel,
-                        std::uint8_t flag, Exec exec);
-
 /// torch.optim.Adam / AdamW hyper-parameters of one step (include/lockstep/optim/adam.h); step
-/// is the 1-based step count after this update.
+/// is the 1-based step count after this update (per parameter; the flat step takes it from each
+/// segment instead).
 struct AdamHyper {
   double lr = 0.001;
   double beta1 = 0.9;
@@ -178,9 +151,24 @@ struct AdamHyper {
   bool decoupled = false;  ///< AdamW: p ← p·(1 − lr·weight_decay) instead of g ← g + wd·p
 };
 
-/// One fused Adam (or AdamW) update of one parameter of `numel` elements, exactly what
-/// optim::Adam::step does per parameter (src/optim/adam.cpp, PyTorch's formulas, same
-/// operation order, no FMA): with bc1 = 1 − beta1^step, bc2 = 1 − beta2^step (host, double),
+// The optimizer kernels apply the per-element formulas of src/optim/update_rules.h (the same
+// functions the CPU loops call: rules::sgd_element, rules::adam_element), with the step's scalars
+// computed on the host by rules::sgd_scalars / rules::adam_scalars, so the per-parameter and the
+// flat kernels (and the CPU) make the same operations in the same order, without FMA. Hyper-
+// parameters are not re-validated here (the optimizers' constructors do that).
+
+/// One fused SGD update of one parameter of `numel` elements (optim::SGD::step per parameter,
+/// PyTorch's formulas): d = g + wd·p; with momentum: b = d when `first` (the buffer does not
+/// exist yet; its contents are ignored) else b·momentum + (1 − dampening)·d, stored, then
+/// d = d + momentum·b (nesterov) or b; p = p − lr·d. momentum_buf may be nullptr when
+/// momentum == 0 (ValueError otherwise). The caller applies the has-gradient rule.
+template <class T>
+void sgd_step(T* param, const T* grad, T* momentum_buf, std::int64_t numel, bool first,
+              const SgdHyper& hyper, Exec exec);
+
+/// One fused Adam (or AdamW) update of one parameter of `numel` elements (optim::Adam::step per
+/// parameter, PyTorch's formulas): with bc1 = 1 − beta1^step, bc2 = 1 − beta2^step (host,
+/// double),
 ///   decoupled: p = p·(1 − lr·wd); else if wd ≠ 0: g = g + wd·p;
 ///   m = m·beta1 + (1 − beta1)·g;  v = v·beta2 + (1 − beta2)·g·g;
 ///   p = p − (lr / bc1)·(m / (sqrt(v) / sqrt(bc2) + eps)).
@@ -188,5 +176,57 @@ struct AdamHyper {
 template <class T>
 void adam_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, std::int64_t numel,
                const AdamHyper& hyper, Exec exec);
+
+// ---- one launch over a flat parameter buffer ---------------------------------------------------
+
+/// Bits of FlatSegment::flags: what the per-parameter step would find missing.
+enum FlatFlag : std::uint32_t {
+  kFlatFirstStep = 1,      ///< SGD: no momentum buffer yet (b = d; the buffer is not read)
+  kFlatFreshExpAvg = 2,    ///< Adam: exp_avg not created yet (read as 0)
+  kFlatFreshExpAvgSq = 4,  ///< Adam: exp_avg_sq not created yet (read as 0)
+};
+
+/// Elements one block of a flat launch updates (one segment's chunk).
+inline constexpr std::int64_t kFlatChunk = 4096;
+
+/// One parameter (segment) of a flat launch, in a device-memory table. Element k < numel of the
+/// segment is param[param_offset + k], grad[grad_offset + k] and state[state_offset + k]; the
+/// bases are the launch's pointers. Only parameters that have a gradient and elements are in the
+/// table (the has-gradient rule is applied by whoever builds it).
+template <class T>
+struct FlatSegment {
+  std::int64_t param_offset = 0;
+  std::int64_t grad_offset = 0;
+  std::int64_t state_offset = 0;
+  std::int64_t numel = 0;
+  /// Blocks of the segments before this one (assign_flat_blocks): block b of the launch updates
+  /// chunk b − first_block of the last segment whose first_block ≤ b.
+  std::int64_t first_block = 0;
+  T step_size = 0;          ///< Adam: rules::adam_scalars<T>(…, step).step_size of this parameter
+  T bc2_sqrt = 0;           ///< Adam: rules::adam_scalars<T>(…, step).bc2_sqrt of this parameter
+  std::uint32_t flags = 0;  ///< FlatFlag bits
+};
+
+/// Sets first_block of each segment (in order, ceil(numel / kFlatChunk) blocks each) and returns
+/// the launch's block count. ValueError for a negative numel or more than 2^31 − 1 blocks.
+template <class T>
+std::int64_t assign_flat_blocks(FlatSegment<T>* segments, std::int64_t count);
+
+/// One launch updating every segment of `segments` (device memory, `count` entries, first_block
+/// set by assign_flat_blocks, `blocks` = its result) exactly as sgd_step does each parameter
+/// (first = kFlatFirstStep), bit for bit. momentum_buf (the flat state) may be nullptr when
+/// momentum == 0 (ValueError otherwise). Nothing is launched when blocks == 0.
+template <class T>
+void sgd_flat_step(T* param, const T* grad, T* momentum_buf, const FlatSegment<T>* segments,
+                   std::int64_t count, std::int64_t blocks, const SgdHyper& hyper, Exec exec);
+
+/// One launch updating every segment exactly as adam_step does each parameter, bit for bit, with
+/// each segment's own step_size and bc2_sqrt (its own step count; hyper.step is not used) and
+/// exp_avg / exp_avg_sq read as 0 where kFlatFreshExpAvg / kFlatFreshExpAvgSq (as the zeros the
+/// per-parameter step creates). Nothing is launched when blocks == 0.
+template <class T>
+void adam_flat_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
+                    const FlatSegment<T>* segments, std::int64_t count, std::int64_t blocks,
+                    const AdamHyper& hyper, Exec exec);
 
 }  // namespace lockstep::kernels::cuda

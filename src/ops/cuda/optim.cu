@@ -1,107 +1,119 @@
-// Fused optimizer steps: SGD over a flat parameter buffer (CPU: src/optim/sgd.cpp) and Adam/AdamW
-// over one parameter (CPU: src/optim/adam.cpp); see kernels.h.
+// Fused optimizer steps (see kernels.h): SGD and Adam/AdamW over one parameter, and over every
+// parameter of a flat buffer in one launch. The per-element formulas are those of
+// src/optim/update_rules.h, shared with the CPU loops (src/optim/sgd.cpp, src/optim/adam.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
+#include <limits>
+#include <string>
 
 #include "cuda/check.h"
+#include "lockstep/core/error.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/kernels.h"
+#include "optim/update_rules.h"
 
 namespace lockstep::kernels::cuda {
 
+namespace rules = ::lockstep::optim::rules;
+using detail::blocks_for;
+using detail::kThreads;
+
 namespace {
 
-constexpr int kThreads = 256;
+// ---- one parameter -----------------------------------------------------------------------------
 
-// The segment holding element i: the last s with offsets[s] <= i (empty segments are skipped
-// because their start equals the next one's).
-__device__ inline std::int64_t segment_of(const std::int64_t* offsets, std::int64_t segments,
-                                          std::int64_t i) {
-  std::int64_t lo = 0, hi = segments - 1;
+template <class T>
+__global__ void sgd_kernel(T* p, const T* g, T* buf, std::int64_t n, bool first,
+                           rules::SgdScalars<T> s) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    p[i] = rules::sgd_element(p[i], g[i], buf ? buf + i : nullptr, first, s);
+}
+
+template <class T>
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, rules::AdamScalars<T> s) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    T mi = m[i], vi = v[i];
+    p[i] = rules::adam_element(p[i], g[i], mi, vi, s);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+// ---- flat buffer: block b updates one chunk of one segment --------------------------------------
+
+// The segment of block b: the last one whose first_block <= b (segments are in first_block
+// order, each with at least one block).
+template <class T>
+__device__ inline FlatSegment<T> segment_of_block(const FlatSegment<T>* segments,
+                                                  std::int64_t count, std::int64_t b) {
+  std::int64_t lo = 0, hi = count - 1;
   while (lo < hi) {
     const std::int64_t mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= i)
+    if (segments[mid].first_block <= b)
       lo = mid;
     else
       hi = mid - 1;
   }
-  return lo;
+  return segments[lo];
 }
 
-// Round-to-nearest operations that nvcc may not fuse into an FMA, so each step rounds as the
-// CPU loop's separate operations do.
-using detail::add_rn;
-using detail::div_rn;
-using detail::mul_rn;
-using detail::sqrt_rn;
-using detail::sub_rn;
-
-// The same expressions, in the same order and type, as sgd_update<T> in src/optim/sgd.cpp.
 template <class T>
-__global__ void sgd_kernel(T* p, const T* g, T* buf, std::int64_t numel,
-                           const std::int64_t* offsets, const std::uint8_t* flags,
-                           std::int64_t segments, T wd, T mom, T damp, T neg_lr,
-                           bool use_wd, bool use_mom, bool nesterov) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < numel;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
-    const std::uint8_t f = flags[segment_of(offsets, segments, i)];
-    if (!(f & kHasGrad)) continue;  // no gradient: untouched, no state created
-    T d = g[i];
-    if (use_wd) d = add_rn(d, mul_rn(wd, p[i]));
-    if (use_mom) {
-      const bool first = !(f & kHasMomentumBuf);
-      const T b = first ? d : add_rn(mul_rn(buf[i], mom), mul_rn(damp, d));
-      buf[i] = b;
-      d = nesterov ? add_rn(d, mul_rn(mom, b)) : b;
-    }
-    p[i] = add_rn(p[i], mul_rn(neg_lr, d));
-  }
+__global__ void sgd_flat_kernel(T* p, const T* g, T* buf, const FlatSegment<T>* segments,
+                                std::int64_t count, rules::SgdScalars<T> s) {
+  const std::int64_t b = blockIdx.x;
+  const FlatSegment<T> seg = segment_of_block(segments, count, b);
+  const std::int64_t begin = (b - seg.first_block) * kFlatChunk;
+  const std::int64_t end = std::min(seg.numel, begin + kFlatChunk);
+  T* ps = p + seg.param_offset;
+  const T* gs = g + seg.grad_offset;
+  T* bs = buf ? buf + seg.state_offset : nullptr;
+  const bool first = (seg.flags & kFlatFirstStep) != 0;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    ps[i] = rules::sgd_element(ps[i], gs[i], bs ? bs + i : nullptr, first, s);
 }
 
-__global__ void sgd_mark_kernel(std::uint8_t* flags, std::int64_t segments) {
-  for (std::int64_t s = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; s < segments;
-       s += std::int64_t{gridDim.x} * blockDim.x)
-    if (flags[s] & kHasGrad) flags[s] |= kHasMomentumBuf;
-}
-
-// The same expressions, in the same order and type, as adam_update<T> in src/optim/adam.cpp.
 template <class T>
-__global__ void adam_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, T b1, T b2, T one_b1,
-                            T one_b2, T step_size, T bc2_sqrt, T eps, T wd, T decay, bool decoupled,
-                            bool use_wd) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
-    T gi = g[i];
-    T pi = p[i];
-    if (decoupled)
-      pi = mul_rn(pi, decay);
-    else if (use_wd)
-      gi = add_rn(gi, mul_rn(wd, pi));
-    const T mi = add_rn(mul_rn(m[i], b1), mul_rn(one_b1, gi));
-    const T vi = add_rn(mul_rn(v[i], b2), mul_rn(mul_rn(one_b2, gi), gi));
-    m[i] = mi;
-    v[i] = vi;
-    const T denom = add_rn(div_rn(sqrt_rn(vi), bc2_sqrt), eps);
-    p[i] = sub_rn(pi, mul_rn(step_size, div_rn(mi, denom)));
+__global__ void adam_flat_kernel(T* p, const T* g, T* m, T* v, const FlatSegment<T>* segments,
+                                 std::int64_t count, rules::AdamScalars<T> s) {
+  const std::int64_t b = blockIdx.x;
+  const FlatSegment<T> seg = segment_of_block(segments, count, b);
+  const std::int64_t begin = (b - seg.first_block) * kFlatChunk;
+  const std::int64_t end = std::min(seg.numel, begin + kFlatChunk);
+  s.step_size = seg.step_size;  // this parameter's own step count
+  s.bc2_sqrt = seg.bc2_sqrt;
+  const bool fresh_m = (seg.flags & kFlatFreshExpAvg) != 0;
+  const bool fresh_v = (seg.flags & kFlatFreshExpAvgSq) != 0;
+  T* ps = p + seg.param_offset;
+  const T* gs = g + seg.grad_offset;
+  T* ms = m + seg.state_offset;
+  T* vs = v + seg.state_offset;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    // New state is the zeros the per-parameter step would create (+0.0).
+    T mi = fresh_m ? T(0) : ms[i];
+    T vi = fresh_v ? T(0) : vs[i];
+    ps[i] = rules::adam_element(ps[i], gs[i], mi, vi, s);
+    ms[i] = mi;
+    vs[i] = vi;
   }
-}
-
-__global__ void segment_meta_kernel(std::int64_t* offsets, std::uint8_t* flags, std::int64_t numel,
-                                    std::uint8_t flag) {
-  offsets[0] = 0;
-  offsets[1] = numel;
-  flags[0] = flag;
 }
 
 }  // namespace
 
-void write_segment_meta(std::int64_t* offsets, std::uint8_t* flags, std::int64_t numel,
-                        std::uint8_t flag, Exec exec) {
+template <class T>
+void sgd_step(T* param, const T* grad, T* momentum_buf, std::int64_t numel, bool first,
+              const SgdHyper& h, Exec exec) {
+  if (numel <= 0) return;
+  if (h.momentum != 0 && !momentum_buf)
+    throw ValueError("cuda sgd_step: momentum " + std::to_string(h.momentum) +
+                     " needs a momentum buffer, got nullptr");
   ::lockstep::cuda::DeviceGuard guard(exec.device);
-  segment_meta_kernel<<<1, 1, 0, exec.stream>>>(offsets, flags, numel, flag);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "write_segment_meta");
+  const auto s = rules::sgd_scalars<T>(h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov);
+  sgd_kernel<T>
+      <<<blocks_for(numel), kThreads, 0, exec.stream>>>(param, grad, momentum_buf, numel, first, s);
+  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "sgd_step");
 }
 
 template <class T>
@@ -109,57 +121,67 @@ void adam_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, std::int64_t 
                const AdamHyper& h, Exec exec) {
   if (numel <= 0) return;
   ::lockstep::cuda::DeviceGuard guard(exec.device);
-  // Host-side constants exactly as adam_update<T> (src/optim/adam.cpp) computes them.
-  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
-  const T one_b1 = static_cast<T>(1 - h.beta1), one_b2 = static_cast<T>(1 - h.beta2);
-  const double bc1 = 1 - std::pow(h.beta1, h.step), bc2 = 1 - std::pow(h.beta2, h.step);
-  const T step_size = static_cast<T>(h.lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T eps = static_cast<T>(h.eps), wd = static_cast<T>(h.weight_decay);
-  const T decay = static_cast<T>(1 - h.lr * h.weight_decay);
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>((numel + kThreads - 1) / kThreads, 65535 * 8));
-  adam_kernel<T><<<blocks, kThreads, 0, exec.stream>>>(param, grad, exp_avg, exp_avg_sq, numel, b1,
-                                                       b2, one_b1, one_b2, step_size, bc2_sqrt, eps,
-                                                       wd, decay, h.decoupled, h.weight_decay != 0);
+  const auto s =
+      rules::adam_scalars<T>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step, h.decoupled);
+  adam_kernel<T>
+      <<<blocks_for(numel), kThreads, 0, exec.stream>>>(param, grad, exp_avg, exp_avg_sq, numel, s);
   LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "adam_step");
 }
 
 template <class T>
-void sgd_step(T* param, const T* grad, T* momentum_buf, std::int64_t numel,
-              const std::int64_t* offsets, std::uint8_t* flags, std::int64_t segments,
-              const SgdHyper& h, Exec exec) {
-  if (numel <= 0 || segments <= 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  const bool use_mom = h.momentum != 0;
-  if (use_mom && !momentum_buf)
-    throw ValueError("cuda sgd_step: momentum " + std::to_string(h.momentum) +
-                     " needs a momentum buffer, got nullptr");
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>((numel + kThreads - 1) / kThreads, 65535 * 8));
-  sgd_kernel<T><<<blocks, kThreads, 0, exec.stream>>>(
-      param, grad, momentum_buf, numel, offsets, flags, segments,
-      static_cast<T>(h.weight_decay), static_cast<T>(h.momentum),
-      static_cast<T>(1.0 - h.dampening), static_cast<T>(-h.lr), h.weight_decay != 0, use_mom,
-      h.nesterov);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "sgd_step");
-  if (use_mom) {
-    const auto mark_blocks = static_cast<unsigned>(
-        std::min<std::int64_t>((segments + kThreads - 1) / kThreads, 65535));
-    sgd_mark_kernel<<<mark_blocks, kThreads, 0, exec.stream>>>(flags, segments);
-    LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "sgd_step (mark momentum buffers)");
+std::int64_t assign_flat_blocks(FlatSegment<T>* segments, std::int64_t count) {
+  std::int64_t blocks = 0;
+  for (std::int64_t k = 0; k < count; ++k) {
+    if (segments[k].numel < 0)
+      throw ValueError("cuda flat optimizer step: segment " + std::to_string(k) +
+                       " has a negative size " + std::to_string(segments[k].numel));
+    segments[k].first_block = blocks;
+    blocks += (segments[k].numel + kFlatChunk - 1) / kFlatChunk;
+    if (blocks > std::numeric_limits<int>::max())
+      throw ValueError("cuda flat optimizer step: more than 2^31 - 1 blocks of " +
+                       std::to_string(kFlatChunk) + " elements");
   }
+  return blocks;
 }
 
-template void sgd_step<float>(float*, const float*, float*, std::int64_t, const std::int64_t*,
-                              std::uint8_t*, std::int64_t, const SgdHyper&, Exec);
-template void sgd_step<double>(double*, const double*, double*, std::int64_t,
-                               const std::int64_t*, std::uint8_t*, std::int64_t,
-                               const SgdHyper&, Exec);
+template <class T>
+void sgd_flat_step(T* param, const T* grad, T* momentum_buf, const FlatSegment<T>* segments,
+                   std::int64_t count, std::int64_t blocks, const SgdHyper& h, Exec exec) {
+  if (blocks <= 0 || count <= 0) return;
+  if (h.momentum != 0 && !momentum_buf)
+    throw ValueError("cuda sgd_flat_step: momentum " + std::to_string(h.momentum) +
+                     " needs a momentum buffer, got nullptr");
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  const auto s = rules::sgd_scalars<T>(h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov);
+  sgd_flat_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, exec.stream>>>(
+      param, grad, momentum_buf, segments, count, s);
+  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "sgd_flat_step");
+}
 
-template void adam_step<float>(float*, const float*, float*, float*, std::int64_t, const AdamHyper&,
-                               Exec);
-template void adam_step<double>(double*, const double*, double*, double*, std::int64_t,
-                                const AdamHyper&, Exec);
+template <class T>
+void adam_flat_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
+                    const FlatSegment<T>* segments, std::int64_t count, std::int64_t blocks,
+                    const AdamHyper& h, Exec exec) {
+  if (blocks <= 0 || count <= 0) return;
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  // step_size and bc2_sqrt come from each segment.
+  const auto s =
+      rules::adam_scalars<T>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1, h.decoupled);
+  adam_flat_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, exec.stream>>>(
+      param, grad, exp_avg, exp_avg_sq, segments, count, s);
+  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "adam_flat_step");
+}
+
+#define LOCKSTEP_OPTIM_INSTANTIATE(T)                                                        \
+  template void sgd_step<T>(T*, const T*, T*, std::int64_t, bool, const SgdHyper&, Exec);    \
+  template void adam_step<T>(T*, const T*, T*, T*, std::int64_t, const AdamHyper&, Exec);    \
+  template std::int64_t assign_flat_blocks<T>(FlatSegment<T>*, std::int64_t);                \
+  template void sgd_flat_step<T>(T*, const T*, T*, const FlatSegment<T>*, std::int64_t,      \
+                                 std::int64_t, const SgdHyper&, Exec);                       \
+  template void adam_flat_step<T>(T*, const T*, T*, T*, const FlatSegment<T>*, std::int64_t, \
+                                  std::int64_t, const AdamHyper&, Exec);
+LOCKSTEP_OPTIM_INSTANTIATE(float)
+LOCKSTEP_OPTIM_INSTANTIATE(double)
+#undef LOCKSTEP_OPTIM_INSTANTIATE
 
 }  // namespace lockstep::kernels::cuda

@@ -9,6 +9,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda_ops.h"
 #include "ops/op_utils.h"
+#include "optim/update_rules.h"
 
 namespace lockstep::cuda_ops {
 
@@ -232,32 +233,117 @@ void cross_entropy_backward(const Tensor& prob, const Tensor& target, std::int64
   });
 }
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, bool first,
-              double lr, double momentum, double dampening, double weight_decay, bool nesterov) {
-  const auto exec = exec_of(param);
-  // One segment: offsets (0, numel) and its flags byte, written on the device by a kernel.
-  Tensor meta = empty({3}, TensorOptions(kInt64).device(param.device()));
-  auto* offsets = meta.device_data_ptr<std::int64_t>();
-  auto* flags = reinterpret_cast<std::uint8_t*>(offsets + 2);
-  const auto flag = static_cast<std::uint8_t>(kc::kHasGrad | (first ? 0 : kc::kHasMomentumBuf));
-  kc::write_segment_meta(offsets, flags, param.numel(), flag, exec);
+int sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, bool first,
+             double lr, double momentum, double dampening, double weight_decay, bool nesterov) {
+  if (param.numel() == 0) return 0;
   const kc::SgdHyper hyper{lr, momentum, dampening, weight_decay, nesterov};
   detail::visit_float(param.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kc::sgd_step<T>(ptr<T>(param), ptr<T>(grad), ptr<T>(momentum_buffer), param.numel(), offsets,
-                    flags, 1, hyper, exec);
+    kc::sgd_step<T>(ptr<T>(param), ptr<T>(grad), ptr<T>(momentum_buffer), param.numel(), first,
+                    hyper, exec_of(param));
   });
+  return 1;
 }
 
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-               const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
-               double weight_decay, double step, bool decoupled) {
+int adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+              const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
+              double weight_decay, double step, bool decoupled) {
+  if (param.numel() == 0) return 0;
   const kc::AdamHyper hyper{lr, beta1, beta2, eps, weight_decay, step, decoupled};
   detail::visit_float(param.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kc::adam_step<T>(ptr<T>(param), ptr<T>(grad), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
                      param.numel(), hyper, exec_of(param));
   });
+  return 1;
+}
+
+namespace {
+
+// The host table of a flat step: the segments with elements; fill(host segment, table entry)
+// sets the optimizer's own fields.
+template <class T, class Fill>
+std::vector<kc::FlatSegment<T>> flat_table(const std::vector<FlatUpdateSegment>& segments,
+                                           Fill fill) {
+  std::vector<kc::FlatSegment<T>> table;
+  for (const FlatUpdateSegment& s : segments) {
+    if (s.numel <= 0) continue;
+    kc::FlatSegment<T> e;
+    e.param_offset = s.param_offset;
+    e.grad_offset = s.grad_offset;
+    e.state_offset = s.state_offset;
+    e.numel = s.numel;
+    fill(s, e);
+    table.push_back(e);
+  }
+  return table;
+}
+
+// The table copied to `device` through the pinned staging buffer (on its compute stream). The
+// caller keeps the tensor until the launch is enqueued; freeing it after that is safe, since the
+// allocator's blocks are ordered on the compute stream.
+template <class T>
+Tensor upload_table(const std::vector<kc::FlatSegment<T>>& table, Device device) {
+  const std::size_t bytes = table.size() * sizeof(kc::FlatSegment<T>);
+  Tensor dev =
+      empty({static_cast<std::int64_t>((bytes + 7) / 8)}, TensorOptions(kInt64).device(device));
+  staging().upload(dev.device_raw_data(), table.data(), bytes, device.index);
+  return dev;
+}
+
+}  // namespace
+
+int sgd_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& momentum_buffer,
+                  const std::vector<FlatUpdateSegment>& segments, double lr, double momentum,
+                  double dampening, double weight_decay, bool nesterov) {
+  int launched = 0;
+  const kc::SgdHyper hyper{lr, momentum, dampening, weight_decay, nesterov};
+  detail::visit_float(param_base.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    auto table = flat_table<T>(segments, [](const FlatUpdateSegment& s, kc::FlatSegment<T>& e) {
+      e.flags = s.first ? kc::kFlatFirstStep : 0u;
+    });
+    if (table.empty()) return;
+    const std::int64_t blocks =
+        kc::assign_flat_blocks<T>(table.data(), static_cast<std::int64_t>(table.size()));
+    const Tensor dev = upload_table(table, param_base.device());
+    kc::sgd_flat_step<T>(ptr<T>(param_base), ptr<T>(grad_base), ptr<T>(momentum_buffer),
+                         reinterpret_cast<const kc::FlatSegment<T>*>(dev.device_raw_data()),
+                         static_cast<std::int64_t>(table.size()), blocks, hyper,
+                         exec_of(param_base));
+    launched = 1;
+  });
+  return launched;
+}
+
+int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const std::vector<FlatUpdateSegment>& segments,
+                   double lr, double beta1, double beta2, double eps, double weight_decay,
+                   bool decoupled) {
+  int launched = 0;
+  const kc::AdamHyper hyper{lr, beta1, beta2, eps, weight_decay, 1, decoupled};
+  detail::visit_float(param_base.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    auto table = flat_table<T>(segments, [&](const FlatUpdateSegment& s, kc::FlatSegment<T>& e) {
+      // The per-parameter step's scalars for this parameter's step count (one function).
+      const auto scalars =
+          optim::rules::adam_scalars<T>(lr, beta1, beta2, eps, weight_decay, s.step, decoupled);
+      e.step_size = scalars.step_size;
+      e.bc2_sqrt = scalars.bc2_sqrt;
+      e.flags = (s.fresh_exp_avg ? kc::kFlatFreshExpAvg : 0u) |
+                (s.fresh_exp_avg_sq ? kc::kFlatFreshExpAvgSq : 0u);
+    });
+    if (table.empty()) return;
+    const std::int64_t blocks =
+        kc::assign_flat_blocks<T>(table.data(), static_cast<std::int64_t>(table.size()));
+    const Tensor dev = upload_table(table, param_base.device());
+    kc::adam_flat_step<T>(
+        ptr<T>(param_base), ptr<T>(grad_base), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
+        reinterpret_cast<const kc::FlatSegment<T>*>(dev.device_raw_data()),
+        static_cast<std::int64_t>(table.size()), blocks, hyper, exec_of(param_base));
+    launched = 1;
+  });
+  return launched;
 }
 
 }  // namespace lockstep::cuda_ops

@@ -349,13 +349,26 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
     }
     return scalar_tensor(empty ? std::nan("") : mine, master_.buffer.options());
   };
+  // On GPUs the copies that read another GPU (the master's parameters on cuda:0, a batch that
+  // lives on a GPU) are made here, on this thread, before the workers start. Made by worker k,
+  // such a copy waits for cuda:0's compute stream, which may by then be waiting for an NCCL
+  // reduce that needs worker k's own share: a deadlock (a scheduling race on 2+ GPUs).
+  const bool copy_first = devices_.front().is_cuda();
+  std::vector<Tensor> xs(n), ys(n);
+  if (copy_first)
+    for (std::size_t k = 0; k < n; ++k) {
+      if (weights[k] == 0) continue;
+      sync_replica(k);
+      xs[k] = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+      ys[k] = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+    }
   // Replica k's share of the step: refresh its parameters, forward and loss on its chunk,
   // backward of the weighted loss (its gradients land in its own flat gradient buffer).
   auto replica_step = [&](std::size_t k) {
-    sync_replica(k);
+    if (!copy_first) sync_replica(k);
     EnableGradGuard grad_on;
-    Tensor x = narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
-    Tensor y = narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+    Tensor x = copy_first ? xs[k] : narrow(input.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
+    Tensor y = copy_first ? ys[k] : narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
     DropoutKeyGuard key({options_.seed, step, row_offset + starts[k]});
     Tensor loss = loss_fn(replicas_[k]->forward(x), y);
     losses[k] = loss.item() * weights[k];

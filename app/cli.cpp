@@ -183,7 +183,8 @@ void add_dist_flags(CLI::App& app, DistOptions& d) {
          "--backend", [&d](const std::string& v) { d.backend = v; },
          "Process group: threads (this process alone, its devices as workers), mpi (one rank per "
          "process, under mpirun) or nccl (CUDA builds: one rank per process and GPU, rank r of a "
-         "node on cuda:r, under mpirun or alone; gradients over NCCL, small exchanges over MPI)" +
+         "node on cuda:r; gradients over NCCL; under mpirun, whose MPI carries the small CPU "
+         "exchanges, or alone as a job of one rank)" +
              dflt("mpi when started by mpirun, else threads"))
       ->check(one_of({"threads", "mpi", "nccl"}))
       ->type_name("NAME");

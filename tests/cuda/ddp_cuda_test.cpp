@@ -189,7 +189,9 @@ GoldenRun train_ddp(const Golden& g, int world, int rank,
         run.step_losses.push_back(ddp->forward_backward(x, y, criterion).item());
       }
       for (const Tensor& p : ddp->parameters())
-        if (p.grad().defined()) EXPECT_EQ(p.grad().device().str(), gpu(rank).str());
+        if (p.grad().defined()) {
+          EXPECT_EQ(p.grad().device().str(), gpu(rank).str());
+        }
       optimizer->step();
     }
     ddp->eval();

@@ -42,17 +42,11 @@ void init_nccl(const DistOptions& options, DistContext& c) {
       throw ValueError(
           "--backend nccl: the MPI launcher does not say this rank's local rank "
           "(OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID), which picks its GPU");
-    local = lr->rank;
-    if (lr->size > gpus || local >= gpus)
-      throw DeviceError(
-          "--backend nccl: " +
-          (lr->size > 0 ? std::to_string(lr->size) + " ranks on this node"
-                        : "local rank " + std::to_string(local) + " on this node") +
-          " but only " + std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") + " (cuda:0" +
-          (gpus > 1 ? "..cuda:" + std::to_string(gpus - 1) : "") +
-          "); each rank needs a GPU of its own (NCCL cannot place two ranks on one GPU): start "
-          "at most " +
-          std::to_string(gpus) + " ranks per node");
+    try {
+      local = dist::local_rank_device(*lr, gpus).index;
+    } catch (const DeviceError& e) {
+      throw DeviceError(std::string("--backend nccl: ") + e.what());
+    }
   }
   // The bootstrap carries NCCL's unique id and, afterwards, every collective on CPU tensors.
   std::shared_ptr<dist::ProcessGroup> bootstrap =

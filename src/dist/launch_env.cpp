@@ -58,4 +58,22 @@ std::optional<LocalRank> launch_local_rank() {
   return std::nullopt;
 }
 
+Device local_rank_device(const LocalRank& local, int gpus) {
+  if (local.size > gpus || local.rank >= gpus) {
+    const std::string ranks =
+        local.size > 0 ? std::to_string(local.size) +
+                             (local.size == 1 ? " rank on this node" : " ranks on this node")
+                       : "local rank " + std::to_string(local.rank);
+    if (gpus <= 0)
+      throw DeviceError(ranks + " but no GPU; NCCL needs a GPU of its own for each rank");
+    throw DeviceError(
+        ranks + " but only " + std::to_string(gpus) +
+        (gpus == 1 ? " GPU (cuda:0)" : " GPUs (cuda:0..cuda:" + std::to_string(gpus - 1) + ")") +
+        "; each rank needs a GPU of its own (NCCL cannot place two ranks on one "
+        "GPU): start at most " +
+        std::to_string(gpus) + " ranks per node");
+  }
+  return Device(DeviceType::CUDA, local.rank);
+}
+
 }  // namespace lockstep::dist

@@ -81,5 +81,25 @@ TEST_F(LaunchEnv, MalformedValuesAreValueErrorsNamingTheVariable) {
                            {"OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2"});
 }
 
+// One process per GPU: local rank r trains on cuda:r; more ranks on the node than GPUs is a
+// DeviceError naming both counts (what `lockstep train --backend nccl` reports under mpirun).
+TEST(LocalRankDevice, RankRUsesCudaR) {
+  EXPECT_EQ(dist::local_rank_device({.rank = 0, .size = 1}, 1).str(), "cuda:0");
+  EXPECT_EQ(dist::local_rank_device({.rank = 1, .size = 2}, 8).str(), "cuda:1");
+  EXPECT_EQ(dist::local_rank_device({.rank = 3, .size = -1}, 4).str(), "cuda:3");
+}
+
+TEST(LocalRankDevice, MoreRanksThanGpusIsRefusedNamingTheCounts) {
+  // Every rank of the node refuses, also those whose own GPU would exist.
+  for (int rank : {0, 2})
+    expect_error<DeviceError>(
+        [&] { (void)dist::local_rank_device({.rank = rank, .size = 3}, 2); },
+        {"3 ranks on this node", "only 2 GPUs (cuda:0..cuda:1)", "at most 2 ranks per node"});
+  expect_error<DeviceError>([] { (void)dist::local_rank_device({.rank = 1, .size = -1}, 1); },
+                            {"local rank 1", "only 1 GPU (cuda:0)"});
+  expect_error<DeviceError>([] { (void)dist::local_rank_device({.rank = 0, .size = 1}, 0); },
+                            {"1 rank on this node", "no GPU"});
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/core/device.h"
 #include "lockstep/dist/process_group.h"
 
 namespace lockstep::dist {
@@ -37,6 +38,12 @@ struct LocalRank {
 /// must be >= 1 and above the rank). As torchrun's LOCAL_RANK, it picks this process's GPU:
 /// cuda:rank.
 std::optional<LocalRank> launch_local_rank();
+
+/// The GPU of a process launched one per GPU: cuda:(local.rank), given the node's `gpus` visible
+/// GPUs (cuda::device_count()). DeviceError when the node has more ranks than GPUs (local.size >
+/// gpus, or local.rank >= gpus when the size is not said), naming both counts: NCCL cannot place
+/// two ranks on one GPU.
+Device local_rank_device(const LocalRank& local, int gpus);
 
 struct MpiOptions {
   /// Seconds a collective may wait for the other ranks before it throws TimeoutError (> 0;

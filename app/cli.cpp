@@ -182,7 +182,9 @@ void add_dist_flags(CLI::App& app, DistOptions& d) {
   app.add_option_function<std::string>(
          "--backend", [&d](const std::string& v) { d.backend = v; },
          "Process group: threads (this process alone, its devices as workers), mpi (one rank per "
-         "process, under mpirun) or nccl (CUDA builds)" +
+         "process, under mpirun) or nccl (CUDA builds: one rank per process and GPU, rank r of a "
+         "node on cuda:r; gradients over NCCL; under mpirun, whose MPI carries the small CPU "
+         "exchanges, or alone as a job of one rank)" +
              dflt("mpi when started by mpirun, else threads"))
       ->check(one_of({"threads", "mpi", "nccl"}))
       ->type_name("NAME");
@@ -305,9 +307,13 @@ void add_train_command(CLI::App& app, CliOptions& options) {
             }
           },
           "Comma-separated devices to replicate the model on, e.g. cpu:0,cpu:1 or cuda:0,cuda:1 "
-          "(cpu:k is a logical CPU worker, any k >= 0; cuda:k a visible GPU; not both kinds)" +
+          "(cpu:k is a logical CPU worker, any k >= 0; cuda:k a visible GPU; not both kinds); "
+          "under mpirun each rank's own devices (one GPU per rank: --backend nccl, which picks "
+          "it)" +
               dflt("every GPU if there is one, else one CPU device per usable core: " +
-                   device_list(parallel::default_devices()) + " here"))
+                   device_list(parallel::default_devices()) +
+                   " here; cpu:0 per rank under "
+                   "mpirun; cuda:LOCAL_RANK with --backend nccl"))
       ->type_name("LIST");
   train
       ->add_option("--init", c.init,
@@ -400,8 +406,9 @@ std::string version_text() {
          (mpi ? ", mpi (one rank per process under mpirun)" : "") +
          (cuda ? ", cuda (cuda:k tensors; DataParallel over the GPUs of one process with NCCL)"
                : "") +
-         "\nbackends not built: " + (mpi ? "" : "MPI, ") +
-         (cuda ? "NCCL across processes (--backend nccl, DDP on GPUs)" : "NCCL/CUDA");
+         (cuda ? ", nccl (--backend nccl: one process per GPU, DistributedDataParallel)" : "") +
+         "\nbackends not built: " +
+         (mpi ? (cuda ? "none" : "NCCL/CUDA") : (cuda ? "MPI" : "MPI, NCCL/CUDA"));
 }
 
 std::unique_ptr<CLI::App> make_cli(CliOptions& options) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "lockstep/core/error.h"
+#include "lockstep/cuda/runtime.h"
 #include "lockstep/dist/mpi.h"
 #include "lockstep/dist/nccl.h"
 #include "lockstep/ops/ops.h"
@@ -16,20 +17,62 @@ DistContext& context() {
   return c;
 }
 
+// --backend nccl: rank r of a node on cuda:r, an NCCL group over the job's ranks.
+void init_nccl(const DistOptions& options, DistContext& c) {
+  if (!dist::nccl_available())
+    throw DeviceError(
+        "--backend nccl: this build has no CUDA/NCCL backend (build with -DLOCKSTEP_CUDA=ON and "
+        "the CUDA toolkit; or train on the CPU with --backend mpi or threads)");
+  const int gpus = cuda::device_count();
+  if (gpus == 0)
+    throw DeviceError("--backend nccl: no usable GPU on this machine (" +
+                      cuda::unavailable_reason() +
+                      "); NCCL needs one GPU per rank (train on the CPU with --backend mpi or "
+                      "threads)");
+  const bool under_mpi = dist::launched_by_mpi();
+  int local = 0;
+  if (under_mpi) {
+    if (!dist::mpi_available())
+      throw ValueError(
+          "--backend nccl under an MPI launcher: this build has no MPI backend, which the ranks "
+          "need to exchange NCCL's unique id (install libopenmpi-dev and configure with "
+          "-DLOCKSTEP_MPI=ON)");
+    const std::optional<dist::LocalRank> lr = dist::launch_local_rank();
+    if (!lr)
+      throw ValueError(
+          "--backend nccl: the MPI launcher does not say this rank's local rank "
+          "(OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID), which picks its GPU");
+    try {
+      local = dist::local_rank_device(*lr, gpus).index;
+    } catch (const DeviceError& e) {
+      throw DeviceError(std::string("--backend nccl: ") + e.what());
+    }
+  }
+  // The bootstrap carries NCCL's unique id and, afterwards, every collective on CPU tensors.
+  std::shared_ptr<dist::ProcessGroup> bootstrap =
+      under_mpi ? dist::init_mpi({.timeout_seconds = options.timeout})
+                : dist::new_thread_group(1).front();
+  // A failure from here on is one of a job of bootstrap->size() ranks (main() then exits at once
+  // instead of waiting in MPI_Finalize, and names the rank).
+  context().rank = bootstrap->rank();
+  context().world = bootstrap->size();
+  const Device device(DeviceType::CUDA, local);
+  dist::NcclOptions nccl;
+  nccl.timeout_seconds = options.timeout;
+  c.group = dist::new_nccl_group(bootstrap, device, nccl);
+  c.device = device;
+  c.rank = c.group->rank();
+  c.world = c.group->size();
+}
+
 }  // namespace
 
 DistContext init_distributed(const DistOptions& options) {
   const std::string backend = options.backend.value_or(dist::launched_by_mpi() ? "mpi" : "threads");
   DistContext c;
-  if (backend == "nccl")
-    throw DeviceError(
-        dist::nccl_available()
-            ? "--backend nccl: one process per GPU (DistributedDataParallel over NCCL) is not "
-              "built yet; one process trains on several GPUs with --devices cuda:0,cuda:1,... "
-              "(DataParallel over NCCL)"
-            : "--backend nccl: this build has no CUDA/NCCL backend (build with "
-              "-DLOCKSTEP_CUDA=ON on a machine with GPUs)");
-  if (backend == "mpi") {
+  if (backend == "nccl") {
+    init_nccl(options, c);
+  } else if (backend == "mpi") {
     if (!dist::mpi_available())
       throw ValueError(
           "--backend mpi: this build has no MPI backend (install libopenmpi-dev and "
@@ -55,7 +98,9 @@ DistContext init_distributed(const DistOptions& options) {
 const DistContext& current_dist() { return context(); }
 
 void finish_distributed() {
-  if (context().group) dist::finalize_mpi();
+  if (!context().group) return;
+  context().group.reset();  // the NCCL communicator, if any, before CUDA and MPI go away
+  dist::finalize_mpi();
 }
 
 int agree_on_signal(const DistContext& dist, int local_signal) {

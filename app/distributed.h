@@ -20,20 +20,29 @@ struct DistContext {
   int world = 1;
   /// Whether this process prints progress and summaries.
   bool prints = true;
+  /// --backend nccl: this rank's GPU, cuda:(local rank); the group is then an NCCL group on it
+  /// whose CPU-tensor collectives go to the bootstrap (MPI, or a group of one).
+  std::optional<Device> device;
   bool is_main() const { return rank == 0; }
 };
 
 /// Resolves --backend (default: mpi when launched_by_mpi(), else threads) and starts it: mpi
-/// initialises MPI with --timeout; nccl is refused (DeviceError: no CUDA backend in this build).
-/// ValueError: --backend mpi in a binary without MPI. Remembers the context for
-/// current_dist().
+/// initialises MPI with --timeout; nccl (one process per GPU, PyTorch's DDP layout) takes
+/// cuda:(local rank) (dist::launch_local_rank(); 0 for a process not started by an MPI
+/// launcher, which is a job of one rank) and makes an NCCL group on it with
+/// dist::new_nccl_group, bootstrapped by MPI under mpirun, by a group of one otherwise.
+/// DeviceError (exit 2) for nccl in a build without CUDA, with no usable GPU, or with more
+/// ranks on this node than GPUs (naming both counts); ValueError: --backend mpi, or nccl under
+/// mpirun, in a binary without MPI, or an MPI launcher that does not say the local rank.
+/// Remembers the context for current_dist().
 DistContext init_distributed(const DistOptions& options);
 
 /// The context of init_distributed(), or a single-process one before it ran.
 const DistContext& current_dist();
 
-/// Ends the job's MPI use after success (MPI_Finalize). On failure the process must not wait for
-/// the others: the caller exits at once, and mpirun ends the other ranks.
+/// Releases the process group (an NCCL communicator is destroyed here, while CUDA is still up)
+/// and ends the job's MPI use after success (MPI_Finalize). On failure the process must not wait
+/// for the others: the caller exits at once, and mpirun ends the other ranks.
 void finish_distributed();
 
 /// Across ranks: the largest signal number any rank has pending (0: none), so every rank stops

@@ -236,10 +236,20 @@ void Trainer::setup() {
   r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
   r_.schedule = parse_lr_schedule(o_.lr_schedule);
   // Across ranks (one process per device is the usual layout) a rank uses one device unless
-  // --devices gives it several.
-  r_.devices = !o_.devices.empty() ? o_.devices
-               : dist_.group       ? std::vector<Device>{cpu(0)}
-                                   : parallel::default_devices();
+  // --devices gives it several; with --backend nccl it is the rank's GPU, cuda:(local rank).
+  if (dist_.device && !o_.devices.empty() &&
+      (o_.devices.size() != 1 || o_.devices.front() != *dist_.device)) {
+    std::string list;
+    for (const Device& d : o_.devices) list += (list.empty() ? "" : ",") + d.str();
+    throw ValueError("--devices " + list +
+                     " with --backend nccl: each rank trains on one GPU, "
+                     "cuda:LOCAL_RANK (this rank: " +
+                     dist_.device->str() + "); leave --devices out");
+  }
+  r_.devices = dist_.device          ? std::vector<Device>{*dist_.device}
+               : !o_.devices.empty() ? o_.devices
+               : dist_.group         ? std::vector<Device>{cpu(0)}
+                                     : parallel::default_devices();
   for (const Device& d : r_.devices) check_device_available(d);
 
   // Data first, then the model: with synthetic data both come from the default generator in

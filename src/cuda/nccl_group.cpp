@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
 
@@ -154,9 +155,10 @@ struct Clique {
 class NcclGroup final : public ProcessGroup {
  public:
   NcclGroup(ncclComm_t comm, std::shared_ptr<Clique> clique, int device, int rank, int size,
-            NcclOptions options)
+            NcclOptions options, std::shared_ptr<ProcessGroup> bootstrap = nullptr)
       : comm_(comm),
         clique_(std::move(clique)),
+        bootstrap_(std::move(bootstrap)),
         device_(device),
         rank_(rank),
         size_(size),
@@ -200,9 +202,13 @@ class NcclGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
-  using ProcessGroup::reduce;  // the epilogue overload: reduce, then the epilogue on dst
+  int device() const { return device_; }
+  const std::shared_ptr<ProcessGroup>& bootstrap() const { return bootstrap_; }
 
+  // Collectives whose tensors are all on the host go to the bootstrap group (nccl.h); the rest
+  // are NCCL's, whose checks refuse a tensor that is not on this rank's GPU.
   void all_reduce(Tensor& t, ReduceOp op) override {
+    if (to_bootstrap({&t})) return bootstrap_->all_reduce(t, op);
     const bool ok = check_tensor("all_reduce", t);
     agree(kAllReduce, t, static_cast<std::int64_t>(op), -1, ok, "all_reduce");
     run("ncclAllReduce", t, [&] {
@@ -212,6 +218,7 @@ class NcclGroup final : public ProcessGroup {
   }
 
   void reduce(Tensor& t, int dst, ReduceOp op) override {
+    if (to_bootstrap({&t})) return bootstrap_->reduce(t, dst, op);
     check_root("reduce", dst);
     const bool ok = check_tensor("reduce", t);
     agree(kReduce, t, static_cast<std::int64_t>(op), dst, ok, "reduce");
@@ -221,7 +228,15 @@ class NcclGroup final : public ProcessGroup {
     });
   }
 
+  // The epilogue form: the bootstrap's own for host tensors, else the default (NCCL's reduce,
+  // then the epilogue on dst).
+  void reduce(Tensor& t, int dst, ReduceOp op, const Epilogue& epilogue) override {
+    if (to_bootstrap({&t})) return bootstrap_->reduce(t, dst, op, epilogue);
+    ProcessGroup::reduce(t, dst, op, epilogue);
+  }
+
   void broadcast(Tensor& t, int root) override {
+    if (to_bootstrap({&t})) return bootstrap_->broadcast(t, root);
     check_root("broadcast", root);
     const bool ok = check_tensor("broadcast", t);
     agree(kBroadcast, t, -1, root, ok, "broadcast");
@@ -232,6 +247,7 @@ class NcclGroup final : public ProcessGroup {
   }
 
   void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    if (to_bootstrap({&input}, &outputs)) return bootstrap_->all_gather(outputs, input);
     bool ok = check_tensor("all_gather", input);
     ok = check_list("all_gather", "outputs", outputs, input) && ok;
     agree(kAllGather, input, -1, -1, ok, "all_gather");
@@ -247,6 +263,7 @@ class NcclGroup final : public ProcessGroup {
   }
 
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
+    if (to_bootstrap({&output}, &inputs)) return bootstrap_->reduce_scatter(output, inputs, op);
     bool ok = check_tensor("reduce_scatter", output);
     ok = check_list("reduce_scatter", "inputs", inputs, output) && ok;
     agree(kReduceScatter, output, static_cast<std::int64_t>(op), -1, ok, "reduce_scatter");
@@ -278,6 +295,29 @@ class NcclGroup final : public ProcessGroup {
  private:
   static std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
 
+  // Whether a collective goes to the bootstrap group: there is one and every tensor it names is
+  // a defined CPU tensor. Otherwise the NCCL path's checks take over (and refuse what is not on
+  // this rank's GPU, naming it).
+  bool to_bootstrap(std::initializer_list<const Tensor*> tensors,
+                    const std::vector<Tensor>* list = nullptr) const {
+    if (!bootstrap_) return false;
+    auto host = [](const Tensor& t) { return t.defined() && t.device().is_cpu(); };
+    for (const Tensor* t : tensors)
+      if (!host(*t)) return false;
+    if (list)
+      for (const Tensor& t : *list)
+        if (!host(t)) return false;
+    return true;
+  }
+
+  // What the NCCL path's refusal of a tensor off this rank's GPU adds about CPU tensors.
+  std::string host_hint() const {
+    return bootstrap_ ? " (CPU tensors go to the bootstrap group (" + bootstrap_->backend() +
+                            ") only when every tensor of the collective is on the CPU)"
+                      : " (a group made by new_nccl_group(bootstrap, device) sends collectives "
+                        "on CPU tensors to its bootstrap group; this one has none)";
+  }
+
   void check_usable(const char* op) const {
     if (broken_)
       throw DistError("nccl " + std::string(op) + " on " + where_ +
@@ -293,9 +333,8 @@ class NcclGroup final : public ProcessGroup {
       problem = "the tensor is undefined";
     else if (!t.device().is_cuda() || t.device().index != device_)
       problem = "the tensor is on " + t.device().str() +
-                "; this rank's NCCL collectives take "
-                "tensors on " +
-                device_name(device_);
+                "; this rank's NCCL collectives take tensors on " + device_name(device_) +
+                host_hint();
     return report(op, problem);
   }
 
@@ -313,7 +352,8 @@ class NcclGroup final : public ProcessGroup {
       if (!t.defined() || !t.device().is_cuda() || t.device().index != device_)
         problem = std::string(what) + "[" + std::to_string(r) + "] is " +
                   (t.defined() ? "on " + t.device().str() : std::string("undefined")) +
-                  "; this rank's NCCL collectives take tensors on " + device_name(device_);
+                  "; this rank's NCCL collectives take tensors on " + device_name(device_) +
+                  host_hint();
       else if (like.defined() && (t.dtype() != like.dtype() || t.numel() != like.numel()))
         problem = std::string(what) + "[" + std::to_string(r) + "] is " + to_string(t.dtype()) +
                   " with " + std::to_string(t.numel()) + " elements; expected " +
@@ -476,7 +516,8 @@ class NcclGroup final : public ProcessGroup {
   }
 
   ncclComm_t comm_;
-  std::shared_ptr<Clique> clique_;  // set for groups made by ncclCommInitAll
+  std::shared_ptr<Clique> clique_;           // set for groups made by ncclCommInitAll
+  std::shared_ptr<ProcessGroup> bootstrap_;  // set for groups made through a bootstrap group
   int device_;
   int rank_;
   int size_;
@@ -551,11 +592,12 @@ std::vector<std::shared_ptr<ProcessGroup>> new_nccl_group(const std::vector<Devi
   return out;
 }
 
-std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, Device device,
+std::shared_ptr<ProcessGroup> new_nccl_group(std::shared_ptr<ProcessGroup> bootstrap, Device device,
                                              NcclOptions options) {
+  if (!bootstrap) throw ValueError("new_nccl_group: null bootstrap group");
   check_options(options);
-  const int rank = bootstrap.rank();
-  const int size = bootstrap.size();
+  const int rank = bootstrap->rank();
+  const int size = bootstrap->size();
   const std::string where =
       device.str() + " (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
   // Local problems are shared first so that no rank waits in NCCL for one that gave up.
@@ -576,7 +618,7 @@ std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, Device dev
   m[2] = uuid[1];
   std::vector<Tensor> all;
   for (int r = 0; r < size; ++r) all.push_back(Tensor::empty(Shape{3}, TensorOptions(kInt64)));
-  bootstrap.all_gather(all, mine);
+  bootstrap->all_gather(all, mine);
   if (!problem.empty()) throw DeviceError("new_nccl_group on " + where + ": " + problem);
   for (int r = 0; r < size; ++r) {
     const auto* a = all[static_cast<std::size_t>(r)].data_ptr<std::int64_t>();
@@ -602,7 +644,7 @@ std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, Device dev
     LOCKSTEP_NCCL_CHECK(ncclGetUniqueId(&id), nullptr, where, "ncclGetUniqueId");
     std::memcpy(id_tensor.data_ptr<std::int64_t>(), &id, sizeof(id));
   }
-  bootstrap.broadcast(id_tensor, 0);
+  bootstrap->broadcast(id_tensor, 0);
   std::memcpy(&id, id_tensor.data_ptr<std::int64_t>(), sizeof(id));
 
   ncclComm_t comm = nullptr;
@@ -611,7 +653,19 @@ std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, Device dev
     LOCKSTEP_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank), nullptr, where,
                         "ncclCommInitRank");
   }
-  return std::make_shared<NcclGroup>(comm, nullptr, device.index, rank, size, options);
+  return std::make_shared<NcclGroup>(comm, nullptr, device.index, rank, size, options,
+                                     std::move(bootstrap));
+}
+
+std::optional<Device> nccl_device(const ProcessGroup& group) {
+  if (const auto* g = dynamic_cast<const NcclGroup*>(&group))
+    return Device(DeviceType::CUDA, g->device());
+  return std::nullopt;
+}
+
+std::shared_ptr<ProcessGroup> nccl_bootstrap(const ProcessGroup& group) {
+  if (const auto* g = dynamic_cast<const NcclGroup*>(&group)) return g->bootstrap();
+  return nullptr;
 }
 
 }  // namespace lockstep::dist

@@ -19,6 +19,12 @@ std::vector<std::shared_ptr<ProcessGroup>> new_nccl_group(const std::vector<Devi
   not_built();
 }
 
-std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup&, Device, NcclOptions) { not_built(); }
+std::shared_ptr<ProcessGroup> new_nccl_group(std::shared_ptr<ProcessGroup>, Device, NcclOptions) {
+  not_built();
+}
+
+std::optional<Device> nccl_device(const ProcessGroup&) { return std::nullopt; }
+
+std::shared_ptr<ProcessGroup> nccl_bootstrap(const ProcessGroup&) { return nullptr; }
 
 }  // namespace lockstep::dist

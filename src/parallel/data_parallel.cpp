@@ -17,6 +17,46 @@ namespace lockstep::parallel {
 
 using detail::rethrow_with_prefix;
 
+namespace {
+
+std::string device_list(const std::vector<Device>& devices) {
+  std::string s;
+  for (const Device& d : devices) s += (s.empty() ? "" : ",") + d.str();
+  return s;
+}
+
+// DistributedDataParallel on CUDA devices: one GPU per process (PyTorch's recommended
+// device_ids=[local_rank]) and an NCCL group on that GPU made through a bootstrap group (the
+// step's CPU exchanges go there; dist/nccl.h). ValueError for several GPUs, DeviceError for any
+// other group.
+void check_gpu_process_group(const std::vector<Device>& devices, const dist::ProcessGroup& group) {
+  const std::string who = "DistributedDataParallel on " + device_list(devices);
+  if (devices.size() != 1)
+    throw ValueError(who +
+                     ": on CUDA devices each process drives one GPU (device_ids = {cuda:k}, "
+                     "k its local rank, as PyTorch recommends); several GPUs per process are not "
+                     "built (docs/cuda.md): start one process per GPU");
+  const std::optional<Device> on = dist::nccl_device(group);
+  if (!on)
+    throw DeviceError(who + ": the process group's backend is '" + group.backend() +
+                      "', whose collectives take CPU tensors; CUDA devices need an NCCL group: "
+                      "dist::new_nccl_group(bootstrap, " +
+                      devices.front().str() + ") with the '" + group.backend() +
+                      "' group as its bootstrap (CUDA builds)");
+  if (*on != devices.front())
+    throw DeviceError(who + ": the NCCL process group is on " + on->str() +
+                      "; make it on the device the module trains on (new_nccl_group(bootstrap, " +
+                      devices.front().str() + "))");
+  if (!dist::nccl_bootstrap(group))
+    throw DeviceError(who +
+                      ": the NCCL process group has no bootstrap group (it was made by "
+                      "new_nccl_group(devices)), so it cannot run the CPU exchanges of a step; "
+                      "make it with new_nccl_group(bootstrap, " +
+                      devices.front().str() + ")");
+}
+
+}  // namespace
+
 std::vector<Device> default_devices() {
   std::vector<Device> out;
   const int gpus = cuda::device_count();  // 0 without CUDA, a driver or a GPU
@@ -60,16 +100,14 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
       throw DeviceError("DataParallel: " + devices_.front().str() + " and " + d.str() +
                         " are devices of different types; list only CPU devices or only CUDA "
                         "devices");
+  // DistributedDataParallel on a GPU (checked before touching any device): one GPU per process,
+  // over an NCCL group on that GPU that sends the CPU-tensor exchanges to its bootstrap group.
+  if (on_gpus && options_.process_group) check_gpu_process_group(devices_, *options_.process_group);
   for (auto& d : devices_) {
     check_device_available(d);
     if (!seen.insert(d.str()).second)
       throw ValueError("DataParallel: device " + d.str() + " is listed twice");
   }
-  if (on_gpus && options_.process_group)
-    throw DeviceError(
-        "DistributedDataParallel: CUDA devices are not supported yet (one process per GPU over "
-        "NCCL is later work of issue 6; docs/cuda.md); DataParallel over the GPUs of one "
-        "process is");
   if (on_gpus && options_.deterministic)
     throw ValueError(
         "DataParallel: deterministic mode is not built for CUDA devices yet (its fixed-order "
@@ -86,7 +124,11 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
 
   module_->to(devices_.front());
   master_ = FlatBuffer::build(module_->parameters(), devices_.front());
-  if (on_gpus) {
+  if (on_gpus && options_.process_group) {
+    // DistributedDataParallel, one GPU per process: the local "group" of the one replica moves
+    // nothing (HybridGroup skips a local group of one), the process group does the reduction.
+    groups_ = dist::new_thread_group(1);
+  } else if (on_gpus) {
     // One NCCL communicator per GPU (ncclCommInitAll); the replicas run the same code in one
     // process, so the per-collective argument check is off.
     dist::NcclOptions nccl;

@@ -67,7 +67,7 @@ TEST(Nccl, BootstrapRefusesAnUnusableOrSharedDevice) {
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       try {
-        (void)dist::new_nccl_group(*boot[static_cast<std::size_t>(r)], gpu(0));
+        (void)dist::new_nccl_group(boot[static_cast<std::size_t>(r)], gpu(0));
         errors[static_cast<std::size_t>(r)] = "no exception";
       } catch (const ValueError& e) {
         errors[static_cast<std::size_t>(r)] = std::string("ValueError: ") + e.what();
@@ -146,7 +146,7 @@ TEST(Nccl, SizeOneGroupFromCommInitAll) {
 TEST(Nccl, SizeOneGroupFromABootstrapGroup) {
   LOCKSTEP_REQUIRE_CUDA();
   auto boot = dist::new_thread_group(1);
-  auto g = dist::new_nccl_group(*boot[0], gpu(0));
+  auto g = dist::new_nccl_group(boot[0], gpu(0));
   size_one_collectives(*g);
 }
 

@@ -86,7 +86,7 @@ TEST(Backends, NcclWithoutTheBackendIsDistError) {
                           {"no NCCL backend", "LOCKSTEP_CUDA=ON"});
   auto threads = dist::new_thread_group(1);
   expect_error<DistError>(
-      [&] { (void)dist::new_nccl_group(*threads[0], Device(DeviceType::CUDA, 0)); },
+      [&] { (void)dist::new_nccl_group(threads[0], Device(DeviceType::CUDA, 0)); },
       {"no NCCL backend"});
 }
 #endif

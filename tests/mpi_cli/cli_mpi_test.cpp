@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "e2e/cli_support.h"
+#include "lockstep/cuda/runtime.h"
 #include "lockstep/io/safetensors.h"
 #include "support/golden.h"
 #include "support/golden_cli.h"
@@ -275,6 +276,19 @@ TEST(MpiCli, ThreadsBackendUnderMpirunIsRefused) {
   Timed t = mpirun(2, {"train", "--backend", "threads", "--epochs", "1"});
   EXPECT_EQ(t.r.status, 2) << t.r.err;
   EXPECT_NE(t.r.err.find("--backend threads: this process is one of 2 ranks"), std::string::npos)
+      << t.r.err;
+}
+
+// --backend nccl under mpirun where NCCL cannot run (no CUDA build, or no GPU): every rank
+// refuses before MPI starts, naming what is missing, and the job ends non-zero at once.
+TEST(MpiCli, NcclBackendWithoutAGpuEndsTheJob) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present: this probes the refusal";
+  Timed t = mpirun(2, {"train", "--backend", "nccl", "--epochs", "1"});
+  EXPECT_NE(t.r.status, 0) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_NE(t.r.err.find("lockstep: error: --backend nccl: "), std::string::npos) << t.r.err;
+  EXPECT_TRUE(t.r.err.find("no CUDA/NCCL backend") != std::string::npos ||
+              t.r.err.find("no usable GPU") != std::string::npos)
       << t.r.err;
 }
 

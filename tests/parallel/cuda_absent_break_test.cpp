@@ -107,7 +107,7 @@ TEST(CudaAbsentBreak, NcclGroupRefusedWithATypedError) {
              {}, {kCuda0}, {kCuda0, kCuda0}, {cpu(0)}, {kCuda0, kCuda1}})
       expect_error<DistError>([&] { (void)dist::new_nccl_group(list); }, {"NCCL"});
     auto boot = dist::new_thread_group(1);
-    expect_error<DistError>([&] { (void)dist::new_nccl_group(*boot[0], kCuda0); }, {"NCCL"});
+    expect_error<DistError>([&] { (void)dist::new_nccl_group(boot[0], kCuda0); }, {"NCCL"});
     EXPECT_TRUE(dist::nccl_version().empty());
     return;
   }

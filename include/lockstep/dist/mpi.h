@@ -7,9 +7,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lockstep/core/device.h"
 #include "lockstep/dist/process_group.h"
 
 namespace lockstep::dist {
@@ -20,6 +22,28 @@ bool mpi_available();
 /// Whether this process was started by an MPI launcher: OMPI_COMM_WORLD_SIZE (OpenMPI),
 /// PMI_SIZE / PMIX_RANK (MPICH, Slurm) in the environment. Works without initialising MPI.
 bool launched_by_mpi();
+
+/// Where this process sits on its node, as the MPI launcher tells it: `rank` is its index among
+/// the job's processes on this node (0-based), `size` how many there are (-1: not said).
+struct LocalRank {
+  int rank = 0;
+  int size = -1;
+};
+
+/// This process's LocalRank from the launcher's environment, read without initialising MPI:
+/// OMPI_COMM_WORLD_LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_SIZE (OpenMPI's mpirun),
+/// MPI_LOCALRANKID / MPI_LOCALNRANKS (MPICH's Hydra), SLURM_LOCALID (srun; size not said), the
+/// first launcher whose rank variable is set. nullopt when none is (not started by such a
+/// launcher). ValueError naming the variable when a value is not a non-negative integer (a size
+/// must be >= 1 and above the rank). As torchrun's LOCAL_RANK, it picks this process's GPU:
+/// cuda:rank.
+std::optional<LocalRank> launch_local_rank();
+
+/// The GPU of a process launched one per GPU: cuda:(local.rank), given the node's `gpus` visible
+/// GPUs (cuda::device_count()). DeviceError when the node has more ranks than GPUs (local.size >
+/// gpus, or local.rank >= gpus when the size is not said), naming both counts: NCCL cannot place
+/// two ranks on one GPU.
+Device local_rank_device(const LocalRank& local, int gpus);
 
 struct MpiOptions {
   /// Seconds a collective may wait for the other ranks before it throws TimeoutError (> 0;

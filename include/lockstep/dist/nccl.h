@@ -8,8 +8,20 @@
 //     the same order;
 //   * one process per GPU (DistributedDataParallel under mpirun): new_nccl_group(bootstrap,
 //     device) makes rank 0 create the NCCL unique id (ncclGetUniqueId), sends it to every rank
-//     with `bootstrap.broadcast` (any CPU ProcessGroup: init_mpi()'s, or a thread group), then
-//     calls ncclCommInitRank(bootstrap.size(), id, bootstrap.rank()) on `device`.
+//     with `bootstrap->broadcast` (any CPU ProcessGroup: init_mpi()'s, or a thread group), then
+//     calls ncclCommInitRank(bootstrap->size(), id, bootstrap->rank()) on `device`. The group
+//     keeps the bootstrap and dispatches by device, as PyTorch's
+//     init_process_group(backend="cpu:gloo,cuda:nccl"): a collective whose tensors are all CPU
+//     tensors runs on the bootstrap group (its semantics, reduction order and timeout: for the
+//     mpi backend rank order, bit-identical to the threads backend); one whose tensors are all on
+//     the rank's GPU runs on NCCL; anything else (tensors of one collective on the CPU and on a
+//     GPU, or on another GPU) is refused with DeviceError naming the tensor and both devices.
+//     DistributedDataParallel relies on it: its gradients go over NCCL, its small per-step
+//     exchanges (sample counts, losses, has-grad flags of the gather path, evaluation sums) are
+//     CPU int64/float64 tensors and go over the bootstrap. Every rank must pass tensors on the
+//     same kind of device to a collective: a rank whose tensors go to the other group than its
+//     peers' waits there until that group's timeout (TimeoutError), it is not detected earlier.
+//     barrier() is NCCL's (it also waits for the rank's GPU work enqueued so far).
 //
 // Streams (PyTorch's ProcessGroupNCCL does the same): every collective runs on the group's own
 // NCCL stream of its device, after an event recorded on the device's compute stream
@@ -27,6 +39,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "lockstep/core/device.h"
@@ -66,12 +80,25 @@ struct NcclOptions {
 std::vector<std::shared_ptr<ProcessGroup>> new_nccl_group(const std::vector<Device>& devices,
                                                           NcclOptions options = {});
 
-/// One process per GPU: this process's rank `bootstrap.rank()` of `bootstrap.size()` on `device`
-/// (a cuda:k device of this process). Every rank of `bootstrap` must call it at the same time with
-/// its own device. The unique id travels through `bootstrap.broadcast` of a CPU int64 tensor.
-/// Same errors as above; a device already used by another rank of the group is found by NCCL
-/// (ncclInvalidUsage / "Duplicate GPU detected") and reported as NcclError naming it.
-std::shared_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, Device device,
+/// One process per GPU: this process's rank `bootstrap->rank()` of `bootstrap->size()` on
+/// `device` (a cuda:k device of this process). Every rank of `bootstrap` must call it at the same
+/// time with its own device. The unique id travels through `bootstrap->broadcast` of a CPU int64
+/// tensor. The returned group holds `bootstrap` and runs the collectives on CPU tensors there
+/// (see the top of this file); its backend() is "nccl", its rank and size are the bootstrap's.
+/// ValueError for a null bootstrap; otherwise the errors above, found on one rank and reported
+/// on every rank through the bootstrap before NCCL is touched: the rank whose device is unusable
+/// throws its own DeviceError / CudaError, the others DistError naming it; ValueError on every
+/// rank when two ranks name the same GPU (compared by device UUID).
+std::shared_ptr<ProcessGroup> new_nccl_group(std::shared_ptr<ProcessGroup> bootstrap, Device device,
                                              NcclOptions options = {});
+
+/// The GPU an NCCL group's collectives run on (the device it was made for); nullopt for a group
+/// of another backend, and in builds without the backend.
+std::optional<Device> nccl_device(const ProcessGroup& group);
+
+/// The CPU group an NCCL group made by new_nccl_group(bootstrap, device) sends its CPU-tensor
+/// collectives to; null for a group made by new_nccl_group(devices) (which refuses CPU tensors
+/// with DeviceError), for a group of another backend, and in builds without the backend.
+std::shared_ptr<ProcessGroup> nccl_bootstrap(const ProcessGroup& group);
 
 }  // namespace lockstep::dist

@@ -18,9 +18,10 @@
 // devices (cuda:k, never mixed with CPU devices): each replica lives on its GPU, receives the
 // master's flat parameter buffer (on device_ids[0]) by one device copy per step, and the reducer
 // sums gradients over an NCCL group made with ncclCommInitAll (dist::new_nccl_group), reducing to
-// device_ids[0]. On GPUs there is no deterministic mode and no process_group
-// (DistributedDataParallel) yet: both are refused at construction (docs/cuda.md). The GPU path
-// is verified by compilation and by the GPU tests, which need a GPU (tests/cuda/).
+// device_ids[0]. On GPUs there is no deterministic mode (refused at construction, docs/cuda.md);
+// a process_group (DistributedDataParallel) must be an NCCL group on the one GPU listed (see
+// distributed.h). The GPU path is verified by compilation and by the GPU tests, which need a GPU
+// (tests/cuda/).
 //
 // Deterministic mode (options.deterministic): the global batch is cut into shards of
 // options.shard_size samples, independent of the device count; each shard's gradient is computed
@@ -86,8 +87,10 @@ class DataParallel : public nn::Module {
   /// optimizers built before or after wrapping hold the same tensors. Throws ValueError for no
   /// devices listed twice, DeviceError for an unavailable one, Error if the module cannot be
   /// cloned. An empty `device_ids` means default_devices(). DeviceError for CPU and CUDA devices
-  /// mixed, and on CUDA devices for a process_group (DistributedDataParallel); ValueError for
-  /// deterministic mode on CUDA devices; NcclError when NCCL cannot set up the GPUs.
+  /// mixed; on CUDA devices with a process_group (DistributedDataParallel): ValueError for more
+  /// than one device, DeviceError unless the group is an NCCL group on that device made through a
+  /// bootstrap group (dist::new_nccl_group(bootstrap, device)); ValueError for deterministic mode
+  /// on CUDA devices; NcclError when NCCL cannot set up the GPUs.
   explicit DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> device_ids = {},
                         std::optional<Device> output_device = std::nullopt,
                         DataParallelOptions options = {});

@@ -1,7 +1,19 @@
 // DistributedDataParallel: one process per rank, each with its own data, training one model
 // (torch.nn.parallel.DistributedDataParallel). Every rank builds the same module; construction
 // broadcasts rank 0's parameters and buffers, so ranks start bit-identical whatever seed each
-// used. A rank may drive several local devices (DataParallel inside DDP).
+// used. A rank may drive several local CPU devices (DataParallel inside DDP).
+//
+// On GPUs (PyTorch's DistributedDataParallel(model, device_ids=[local_rank]) over an NCCL
+// process group): one process per GPU, device_ids = {cuda:k} and a process group made by
+// dist::new_nccl_group(bootstrap, cuda:k) (bootstrap: init_mpi()'s group under mpirun, or any
+// CPU group). Parameters, the replica and the gradient buckets live on cuda:k; the buckets (and
+// the has-grad flags riding in front of the last one) are all-reduced over NCCL, the broadcasts
+// of construction and join() too; the per-step exchanges (sample counts, losses, the gather
+// path's has-grad flags) and evaluate_exact's sums are CPU tensors, which the NCCL group sends to
+// its bootstrap (dist/nccl.h). The gradient is the same as one process on the global batch
+// (allclose: NCCL's reduction order, see nccl.h). Refused on GPUs: several GPUs per process
+// (ValueError), deterministic mode (ValueError), any other group (DeviceError); see
+// docs/cuda.md. Verified on a GPU by tests/cuda/ddp_cuda_test.cpp only where one is present.
 //
 // Training (the reducer path, what the CLI uses):
 //   auto loss = ddp.forward_backward(x_local, y_local, criterion);   // every rank, same order
@@ -49,7 +61,7 @@
 namespace lockstep::parallel {
 
 struct DistributedDataParallelOptions {
-  /// This rank's local devices (empty: {cpu:0}).
+  /// This rank's local devices (empty: {cpu:0}); on GPUs exactly one, {cuda:local_rank}.
   std::vector<Device> device_ids;
   /// Bit-identical to one process with one device (see above).
   bool deterministic = false;
@@ -91,8 +103,9 @@ class DistributedDataParallel : public DataParallel {
  public:
   /// Wraps `module` for the ranks of `process_group` (every rank constructs its own, in the same
   /// order as its other collectives). Broadcasts rank 0's parameters and buffers. ValueError for
-  /// a null group; the errors of DataParallel's constructor; DistError/TimeoutError from the
-  /// broadcast.
+  /// a null group; the errors of DataParallel's constructor (on CUDA devices: one device and an
+  /// NCCL group on it made through a bootstrap group, see above); DistError/TimeoutError from
+  /// the broadcast.
   DistributedDataParallel(std::shared_ptr<nn::Module> module,
                           std::shared_ptr<dist::ProcessGroup> process_group,
                           DistributedDataParallelOptions options = {});

@@ -34,11 +34,12 @@
 // not faster. CUDA: the operands are cast to bf16 in scratch memory and multiplied by
 // cublasGemmEx (CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F, fp32 output), the output rounded once.
 //
-// Note on PyTorch 1.13's CPU bf16 GEMM: without AVX-512 (no oneDNN bf16 path) only the
-// x·Wᵀ layout of linear's forward accumulates in fp32; its other layouts (linear's backward,
-// matmul) round every partial sum to bf16. Lockstep implements the fp32-accumulation contract
-// above (PyTorch's CUDA and later CPU behaviour) on every device; tests/data/bf16_autocast.json
-// records both PyTorch 1.13 CPU autocast and an exact emulation of this contract.
+// Note on PyTorch 1.13's CPU bf16 GEMM: without AVX-512 (no oneDNN bf16 path) only the x·Wᵀ
+// layout of linear's forward accumulates in fp32; its other layouts (linear's backward, matmul)
+// round every product and every partial sum to bf16 (checked against a sequential emulation).
+// Lockstep implements the fp32-accumulation contract above (what cuBLAS does on PyTorch's CUDA
+// path) on every device; tests/data/bf16/autocast.json records both PyTorch 1.13 CPU autocast
+// and an exact emulation of this contract.
 #pragma once
 
 #include <bit>

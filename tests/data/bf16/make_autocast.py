@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes tests/data/bf16_autocast.json: short training trajectories under bf16 autocast, made
+"""Writes tests/data/bf16/autocast.json: short training trajectories under bf16 autocast, made
 with PyTorch 1.13 on CPU from the golden files' data and initial parameters.
 
-    /usr/bin/python3 tests/data/make_bf16_autocast.py   # from the repository root
+    /usr/bin/python3 tests/data/bf16/make_autocast.py   # from the repository root
 
 For each golden file listed below, the first `steps` training steps of its run (batches in row
 order, as the golden run) are replayed twice:
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.dirname(HERE)  # tests/data: the golden files
 RUNS = [("seed_mlp_sgd", 50), ("mlp_momentum_uneven", 15)]
 
 
@@ -99,17 +100,17 @@ def run(g, steps, emulated):
 
 
 def main():
-    out = {"produced_by": "PyTorch %s on CPU (tests/data/make_bf16_autocast.py)" % torch.__version__,
+    out = {"produced_by": "PyTorch %s on CPU (tests/data/bf16/make_autocast.py)" % torch.__version__,
            "runs": {}}
     for name, steps in RUNS:
-        with open(os.path.join(HERE, name + ".json")) as f:
+        with open(os.path.join(DATA, name + ".json")) as f:
             g = json.load(f)
         autocast_losses, _ = run(g, steps, emulated=False)
         emulated_losses, emulated_params = run(g, steps, emulated=True)
         out["runs"][name] = {"steps": steps, "autocast_step_losses": autocast_losses,
                              "emulated_step_losses": emulated_losses,
                              "emulated_final_parameters": emulated_params}
-    with open(os.path.join(HERE, "bf16_autocast.json"), "w") as f:
+    with open(os.path.join(HERE, "autocast.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
 

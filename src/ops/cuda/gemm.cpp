@@ -97,6 +97,18 @@ void gemm_bf16_operands(bool trans_a, bool trans_b, std::int64_t m, std::int64_t
   const int mi = to_int(m, "m"), ni = to_int(n, "n"), ki = to_int(k, "k");
   const int ldai = std::max(1, to_int(lda, "lda")), ldbi = std::max(1, to_int(ldb, "ldb"));
   const int ldci = to_int(ldc, "ldc");
+  if (beta != 0.0f && beta != 1.0f)
+    throw ValueError("cuda gemm_bf16: beta = " + std::to_string(beta) + " (0 or 1 expected)");
+  if (k == 0) {
+    // C = beta·C without cuBLAS, which does not document gemm with k == 0: zeros for beta 0,
+    // unchanged for beta 1.
+    if (beta == 0.0f)
+      LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(c, sizeof(float) * static_cast<std::size_t>(ldci), 0,
+                                            sizeof(float) * static_cast<std::size_t>(ni),
+                                            static_cast<std::size_t>(mi), exec.stream),
+                          exec.device, "cudaMemset2DAsync (gemm_bf16 with k = 0)");
+    return;
+  }
   const float alpha = 1.0f;
   LOCKSTEP_CUBLAS_CHECK(
       cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni,
@@ -122,7 +134,6 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                                      exec.device);
   cast_to_bfloat16(a, a16.data_as<std::uint16_t>(), a_elems, exec);
   cast_to_bfloat16(b, b16.data_as<std::uint16_t>(), b_elems, exec);
-  // k == 0: cuBLAS sets C = beta·C, as gemm<float> relies on.
   gemm_bf16_operands(trans_a, trans_b, m, n, k, a16.data_as<std::uint16_t>(), lda,
                      b16.data_as<std::uint16_t>(), ldb, beta, c, ldc, exec);
   round_to_bfloat16(c, c, m * ldc, exec);

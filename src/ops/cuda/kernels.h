@@ -51,7 +51,9 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 
 /// The GEMM of gemm_bf16 alone, on operands already in bf16 storage (raw 16-bit words, as
 /// cast_to_bfloat16 writes them): cublasGemmEx with CUDA_R_16BF A and B, CUDA_R_32F C,
-/// CUBLAS_COMPUTE_32F; C = A·B + beta·C in fp32, not rounded. For gemm_bf16 and the benchmark.
+/// CUBLAS_COMPUTE_32F; C = A·B + beta·C in fp32, not rounded (k == 0: C zeroed for beta 0, left
+/// as it is for beta 1, without cuBLAS). beta must be 0 or 1 (ValueError otherwise). For
+/// gemm_bf16 and the benchmark.
 void gemm_bf16_operands(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                         const std::uint16_t* a, std::int64_t lda, const std::uint16_t* b,
                         std::int64_t ldb, float beta, float* c, std::int64_t ldc, Exec exec);

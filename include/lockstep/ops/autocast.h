@@ -30,9 +30,10 @@
 //
 // CPU: an emulation (bf16-rounded copies of the operands, the fp32 OpenBLAS/own GEMM, the result
 // rounded): a product of two bf16 values is exact in fp32, so this equals a bf16 GEMM with fp32
-// accumulation up to the order of summation; it is slower than fp32 (the extra rounding passes),
-// not faster. CUDA: the operands are cast to bf16 in scratch memory and multiplied by
-// cublasGemmEx (CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F, fp32 output), the output rounded once.
+// accumulation up to the order of summation; it adds rounding passes and copies to the same fp32
+// GEMM, so it costs more than fp32, never less (not benchmarked). CUDA: the operands are cast to
+// bf16 in scratch memory and multiplied by cublasGemmEx (CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F,
+// fp32 output), the output rounded once.
 //
 // Note on PyTorch 1.13's CPU bf16 GEMM: without AVX-512 (no oneDNN bf16 path) only the x·Wᵀ
 // layout of linear's forward accumulates in fp32; its other layouts (linear's backward, matmul)

@@ -294,6 +294,15 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                   "a fixed tree (slower)" +
                       dflt("off"));
   train
+      ->add_option("--precision", c.precision,
+                   "Compute precision of training: fp32, or bf16 = torch.autocast(dtype="
+                   "torch.bfloat16) for each step's forward and loss on every device, replica "
+                   "and rank (Linear layers multiply in bf16 with fp32 accumulation, backward "
+                   "too; parameters, gradients and optimizer state stay fp32, and so do the "
+                   "losses); validation, `lockstep eval` and saved weights stay fp32" +
+                       dflt("fp32"))
+      ->check(one_of({"fp32", "bf16"}));
+  train
       ->add_option_function<std::string>(
           "--devices",
           [&c](const std::string& list) {

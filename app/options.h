@@ -81,6 +81,10 @@ struct TrainOptions {
   bool no_shuffle = false;
   /// DataParallel's deterministic mode: bit-identical weights for any device count.
   bool deterministic = false;
+  /// fp32 | bf16: bf16 runs each training step's forward and loss under an AutocastGuard
+  /// (lockstep/ops/autocast.h: bf16 Linear layers, fp32 master weights and optimizer state) on
+  /// every device, replica and rank; validation stays fp32.
+  std::string precision = "fp32";
   /// Empty: parallel::default_devices().
   std::vector<Device> devices;
   /// safetensors files: initial parameters, final parameters.

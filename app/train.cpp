@@ -119,6 +119,8 @@ std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
   add("--seed", std::to_string(o.data.seed));
   add("--no-shuffle", o.no_shuffle ? "on" : "off");
   add("--deterministic", o.deterministic ? "on" : "off");
+  // Only when not the default, so checkpoints written before the flag existed still resume.
+  if (o.precision != "fp32") add("--precision", o.precision);
   return f;
 }
 
@@ -146,6 +148,15 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
         if (s.rfind(key, 0) == 0) was = s;
       diff = line + " but the checkpoint has " + was;
       break;
+    }
+  // A flag recorded only when not at its default (--precision) is missing from `now` instead.
+  for (const std::string& line : a)
+    if (diff.empty() && std::find(b.begin(), b.end(), line) == b.end()) {
+      const std::string key = line.substr(0, line.find('=') + 1);
+      std::string is = "(not set)";
+      for (const std::string& s : b)
+        if (s.rfind(key, 0) == 0) is = s;
+      diff = is + " but the checkpoint has " + line;
     }
   if (diff.empty()) diff = "different flags";
   throw ValueError("--resume: " + path + " was written with other training flags: " + diff);
@@ -451,6 +462,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     double loss = 0.0;
     try {
       inject_fault(global_step_ + 1, xl);
+      // --precision bf16: the step's forward and loss under autocast (carried to the replica
+      // workers by DataParallel); the backward inside forward_backward follows the graph.
+      AutocastGuard precision(o_.precision == "bf16");
       if (step_now) {
         loss = dp_->forward_backward(xl, yl, criterion_).item();
       } else {

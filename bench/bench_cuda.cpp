@@ -14,13 +14,20 @@
 //              (no TF32), CrossEntropyLoss over 8192 classes, SGD: TFLOP/s counting the step's 8
 //              GEMMs of 2·B·8192² flops each (3 forward, 3 weight gradients, 2 input gradients:
 //              the first layer's input needs none); next to "cublas": those 8 GEMMs alone through
-//              kernels::cuda::gemm (cuBLAS), the ceiling of that step
+//              kernels::cuda::gemm (cuBLAS), the ceiling of that step. Then the same step
+//              under autocast ("dtype": "bfloat16", --precision bf16's semantics: forward and
+//              loss in an AutocastGuard, bf16 GEMMs with fp32 accumulation, fp32 master weights)
+//              next to its 8 GEMMs alone on cublasGemmEx with bf16 operands already cast and
+//              fp32 output (kernels::cuda::gemm_bf16_operands): the step's casts and roundings
+//              are the difference.
 //   allreduce  all_reduce of the nccl backend over every visible GPU (one thread per GPU, one
 //              group from new_nccl_group): algbw = bytes / time per call, for 4, 64 and 256 MB of
 //              float32. With one GPU the figure is a size-1 group's (no data moves): reported with
 //              "gpus": 1 and not a bandwidth.
 // Every section that fails prints {"section": ..., "error": "..."} and the program goes on; the
 // exit status is 1 when any section failed.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -94,6 +101,13 @@ double time_steps(const std::function<void()>& step, int warmup, double seconds)
 
 Device gpu0() { return Device(DeviceType::CUDA, 0); }
 
+// A failed CUDA runtime call of the benchmark itself: an exception its section reports.
+#define LOCKSTEP_CUDA_BENCH_CHECK(expr)                                                 \
+  do {                                                                                  \
+    if (const cudaError_t status = (expr); status != cudaSuccess)                       \
+      throw std::runtime_error(std::string(#expr) + ": " + cudaGetErrorString(status)); \
+  } while (0)
+
 // A workload moved to cuda:0, with its optimizer made after the move.
 void move_to_gpu(bench::Workload& w) {
   w.model->to(gpu0());
@@ -111,7 +125,7 @@ void small_workload(Report& r, const char* name, bench::Workload w, double secon
   r.add(o.str());
 }
 
-void large_mlp(Report& r, double seconds) {
+void large_mlp(Report& r, double seconds, bool bf16) {
   constexpr std::int64_t kWidth = 8192, kBatch = 4096;
   manual_seed(0);
   auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
@@ -127,7 +141,11 @@ void large_mlp(Report& r, double seconds) {
   const double s = time_steps(
       [&] {
         opt.zero_grad();
-        Tensor loss = criterion(model->forward(x), y);
+        Tensor loss;
+        {
+          AutocastGuard region(bf16);  // backward outside, as PyTorch's recipe
+          loss = criterion(model->forward(x), y);
+        }
         loss.backward();
         opt.step();
       },
@@ -139,6 +157,28 @@ void large_mlp(Report& r, double seconds) {
   cuda::DeviceBuffer a(sizeof(float) * kBatch * kWidth, 0), w(sizeof(float) * kWidth * kWidth, 0),
       c(sizeof(float) * kBatch * kWidth, 0), dw(sizeof(float) * kWidth * kWidth, 0);
   const kc::Exec exec = kc::on_device(0);
+  // bf16 operands (zeros: the time does not depend on the values), fp32 results.
+  cuda::DeviceBuffer a16(2 * kBatch * kWidth, 0), w16(2 * kWidth * kWidth, 0),
+      c16(2 * kBatch * kWidth, 0);
+  if (bf16) {
+    for (const auto* buf : {&a16, &w16, &c16})
+      LOCKSTEP_CUDA_BENCH_CHECK(cudaMemsetAsync(buf->data(), 0, buf->size(), exec.stream));
+  }
+  auto gemms_bf16 = [&] {
+    const auto* A = a16.data_as<std::uint16_t>();
+    const auto* W = w16.data_as<std::uint16_t>();
+    const auto* C = c16.data_as<std::uint16_t>();
+    for (int layer = 0; layer < 3; ++layer)
+      kc::gemm_bf16_operands(false, true, kBatch, kWidth, kWidth, A, kWidth, W, kWidth, 0.f,
+                             c.data_as<float>(), kWidth, exec);
+    for (int layer = 2; layer >= 0; --layer) {
+      kc::gemm_bf16_operands(true, false, kWidth, kWidth, kBatch, C, kWidth, A, kWidth, 0.f,
+                             dw.data_as<float>(), kWidth, exec);
+      if (layer > 0)
+        kc::gemm_bf16_operands(false, false, kBatch, kWidth, kWidth, C, kWidth, W, kWidth, 0.f,
+                               a.data_as<float>(), kWidth, exec);
+    }
+  };
   auto gemms = [&] {
     for (int layer = 0; layer < 3; ++layer)
       kc::gemm<float>(false, true, kBatch, kWidth, kWidth, 1.f, a.data_as<float>(), kWidth,
@@ -151,12 +191,12 @@ void large_mlp(Report& r, double seconds) {
                         w.data_as<float>(), kWidth, 0.f, a.data_as<float>(), kWidth, exec);
     }
   };
-  const double g = time_steps(gemms, 2, seconds);
+  const double g = bf16 ? time_steps(gemms_bf16, 2, seconds) : time_steps(gemms, 2, seconds);
   std::ostringstream o;
-  o << "{\"section\": \"large_mlp\", \"impl\": \"lockstep\", \"dtype\": \"float32\", \"batch\": "
-    << kBatch << ", \"width\": " << kWidth << ", \"ms_per_step\": " << s * 1e3
-    << ", \"tflops\": " << flops / s / 1e12 << ", \"cublas_gemms_ms\": " << g * 1e3
-    << ", \"cublas_tflops\": " << flops / g / 1e12 << "}";
+  o << "{\"section\": \"large_mlp\", \"impl\": \"lockstep\", \"dtype\": \""
+    << (bf16 ? "bfloat16" : "float32") << "\", \"batch\": " << kBatch << ", \"width\": " << kWidth
+    << ", \"ms_per_step\": " << s * 1e3 << ", \"tflops\": " << flops / s / 1e12
+    << ", \"cublas_gemms_ms\": " << g * 1e3 << ", \"cublas_tflops\": " << flops / g / 1e12 << "}";
   r.add(o.str());
 }
 
@@ -236,7 +276,8 @@ int main(int argc, char** argv) {
         {"reference",
          [&] { small_workload(r, "reference", bench::make_reference_workload(), seconds); }},
         {"mlp", [&] { small_workload(r, "mlp", bench::make_mlp_workload(), seconds); }},
-        {"large_mlp", [&] { large_mlp(r, seconds); }},
+        {"large_mlp", [&] { large_mlp(r, seconds, false); }},
+        {"large_mlp", [&] { large_mlp(r, seconds, true); }},
         {"allreduce", [&] { allreduce(r, seconds); }},
     };
     for (const auto& [name, run] : sections) {

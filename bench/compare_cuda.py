@@ -47,23 +47,31 @@ def main():
                 return r
         return None
 
-    for section, key, better in (("reference", "us_per_step", "lower"),
-                                 ("mlp", "us_per_step", "lower"),
-                                 ("large_mlp", "tflops", "higher")):
-        mine = find(section, "lockstep")
-        for impl in ("pytorch", "pytorch-graph", "pytorch-dataparallel", "pytorch-bf16"):
-            other = find(section, impl)
+    # large_mlp is paired by dtype: Lockstep fp32 with PyTorch fp32 (TF32 off), Lockstep
+    # --precision bf16 (autocast) with PyTorch's bf16 autocast row.
+    pairs = (("reference", {}, "us_per_step", "lower",
+              ("pytorch", "pytorch-graph", "pytorch-dataparallel")),
+             ("mlp", {}, "us_per_step", "lower",
+              ("pytorch", "pytorch-graph", "pytorch-dataparallel")),
+             ("large_mlp", {"dtype": "float32"}, "tflops", "higher", ("pytorch",)),
+             ("large_mlp", {"dtype": "bfloat16"}, "tflops", "higher", ("pytorch-bf16",)))
+    for section, match, key, better, impls in pairs:
+        label = section + (" " + match["dtype"] if match else "")
+        mine = find(section, "lockstep", **match)
+        for impl in impls:
+            other = find(section, impl, **match)
             if not other:
                 continue
             if mine:
                 a, b = mine[key], other[key]
                 ratio = (b / a) if better == "lower" else (a / b)
-                rows.append(f"| {section} {key} | lockstep {a:.4g} vs {impl} {b:.4g} | "
+                rows.append(f"| {label} {key} | lockstep {a:.4g} vs {impl} {b:.4g} | "
                             f"**{ratio:.2f}x** | {'>1: Lockstep faster'} |")
             else:
-                rows.append(f"| {section} {key} | {impl} {other[key]:.4g} | (no Lockstep figure) | |")
+                rows.append(f"| {label} {key} | {impl} {other[key]:.4g} | (no Lockstep figure) | |")
         if section == "large_mlp" and mine:
-            rows.append(f"| large_mlp cuBLAS GEMMs alone | {mine['cublas_tflops']:.4g} TFLOP/s | "
+            alone = "cuBLAS GEMMs" if match["dtype"] == "float32" else "cublasGemmEx bf16 GEMMs"
+            rows.append(f"| {label} {alone} alone | {mine['cublas_tflops']:.4g} TFLOP/s | "
                         f"Lockstep step at {mine['tflops'] / mine['cublas_tflops']:.0%} of it | |")
     for r in ours:
         if r["section"] == "allreduce":

@@ -27,6 +27,7 @@
 #include "lockstep/nn/utils.h"
 #include "lockstep/nn/sequential.h"
 #include "lockstep/nn/state_dict.h"
+#include "lockstep/ops/autocast.h"
 #include "lockstep/ops/kernel_mode.h"
 #include "lockstep/ops/ops.h"
 #include "lockstep/optim/adam.h"

@@ -26,11 +26,12 @@ void tanh(const Tensor&, const Tensor&) { not_built("tanh"); }
 void tanh_backward(const Tensor&, const Tensor&, const Tensor&) { not_built("tanh_backward"); }
 void sum_all(const Tensor&, double, const Tensor&) { not_built("sum"); }
 void bias_grad(const Tensor&, const Tensor&) { not_built("bias_grad"); }
-void gemm2d(const Tensor&, bool, const Tensor&, bool, const Tensor&) { not_built("gemm"); }
+void gemm2d(const Tensor&, bool, const Tensor&, bool, const Tensor&, bool) { not_built("gemm"); }
 void linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, std::int64_t, std::int64_t,
-            std::int64_t) {
+            std::int64_t, bool) {
   not_built("linear");
 }
+void round_to_bfloat16(const Tensor&, const Tensor&) { not_built("round_to_bfloat16"); }
 CrossEntropyStats cross_entropy_forward(const Tensor&, const Tensor&, std::int64_t, const Tensor&,
                                         const Tensor&) {
   not_built("cross_entropy");

@@ -44,11 +44,16 @@ void sum_all(const Tensor& x, double divisor, const Tensor& out);
 /// out[j] = Σ_i g[i, j] for g [rows, cols], out [cols] (Linear's bias gradient).
 void bias_grad(const Tensor& g, const Tensor& out);
 /// c[m, n] = op(a) op(b) (the CPU gemm2d contract of src/ops/linalg.cpp: row strides
-/// a.size(1), b.size(1), n).
-void gemm2d(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c);
-/// y[rows, out] = x[rows, in] · w[out, in]ᵀ + bias (bias may be undefined).
+/// a.size(1), b.size(1), n). bf16 (float32 only): autocast's GEMM (lockstep/ops/autocast.h) —
+/// a and b cast to bf16, kernels::cuda::gemm_bf16, c rounded to bf16 once.
+void gemm2d(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+            bool bf16 = false);
+/// y[rows, out] = x[rows, in] · w[out, in]ᵀ + bias (bias may be undefined). bf16 (float32
+/// only): x, w and bias rounded to bf16, the fp32 sum rounded to bf16 once.
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-            std::int64_t rows, std::int64_t in, std::int64_t out);
+            std::int64_t rows, std::int64_t in, std::int64_t out, bool bf16 = false);
+/// dst = round_to_bfloat16(src) elementwise (float32, same numel; dst may be src).
+void round_to_bfloat16(const Tensor& src, const Tensor& dst);
 
 /// What the fused cross-entropy forward reports to the host (one synchronizing copy).
 struct CrossEntropyStats {

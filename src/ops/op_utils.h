@@ -72,4 +72,11 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 /// A tensor aliasing `base`'s storage at `offset` elements with `shape` (no autograd).
 Tensor alias(const Tensor& base, std::int64_t offset, const Shape& shape);
 
+/// Autocast's bf16 rounding (lockstep/ops/autocast.h, round_to_bfloat16 per element) of a
+/// contiguous float32 tensor on the CPU or a GPU: into `dst` (same shape and device; may be
+/// `src` itself), into a new tensor, or in place. No autograd.
+void round_to_bfloat16_into(const Tensor& src, const Tensor& dst);
+Tensor round_to_bfloat16(const Tensor& t);
+void round_to_bfloat16_(const Tensor& t);
+
 }  // namespace lockstep::detail

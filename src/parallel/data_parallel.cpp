@@ -9,6 +9,7 @@
 #include "lockstep/core/parallel.h"
 #include "lockstep/cuda/runtime.h"
 #include "lockstep/dist/nccl.h"
+#include "lockstep/ops/autocast.h"
 #include "lockstep/ops/ops.h"
 #include "parallel/detail.h"
 #include "parallel/hybrid_group.h"
@@ -176,7 +177,14 @@ void DataParallel::broadcast_state(int root) {
 
 void DataParallel::run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f) {
   std::vector<TaskHandle> futures;
-  for (std::size_t k = 0; k < n; ++k) futures.push_back(workers_[k]->submit([&f, k] { f(k); }));
+  // Autocast is thread-local (torch.autocast is too): the caller's region covers its replicas'
+  // forwards, so each task runs under the caller's setting and the worker's is restored after.
+  const bool autocast = is_autocast_enabled();
+  for (std::size_t k = 0; k < n; ++k)
+    futures.push_back(workers_[k]->submit([&f, k, autocast] {
+      AutocastGuard region(autocast);
+      f(k);
+    }));
   std::exception_ptr first;
   std::size_t first_k = 0;
   for (std::size_t k = 0; k < n; ++k) {

@@ -121,7 +121,7 @@ std::unique_ptr<optim::Optimizer> build_optimizer(const Golden& g, std::vector<T
   throw Error("golden " + g.name + ": unknown optimizer " + g.optimizer);
 }
 
-GoldenRun run_golden(const Golden& g, Device device) {
+GoldenRun run_golden(const Golden& g, Device device, bool autocast, std::int64_t max_steps) {
   auto model = build_mlp(g);
   model->to(device);
   auto optimizer = build_optimizer(g, model->parameters());
@@ -134,12 +134,18 @@ GoldenRun run_golden(const Golden& g, Device device) {
   for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
     model->train();
     for (const auto& [bx, by] : loader) {
+      if (max_steps >= 0 && std::ssize(run.step_losses) >= max_steps) break;
       optimizer->zero_grad();
-      Tensor loss = cross_entropy(model->forward(bx.to(device)), by.to(device));
+      Tensor loss;
+      {
+        AutocastGuard region(autocast);
+        loss = cross_entropy(model->forward(bx.to(device)), by.to(device));
+      }
       run.step_losses.push_back(loss.item());
       loss.backward();
       optimizer->step();
     }
+    if (max_steps >= 0 && std::ssize(run.step_losses) >= max_steps) break;
     model->eval();
     no_grad guard;
     run.val_losses.push_back(cross_entropy(model->forward(x_val), y_val).item());
@@ -151,7 +157,7 @@ GoldenRun run_golden(const Golden& g, Device device) {
 
 GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& devices,
                                    DataParallelPath path, parallel::DataParallelOptions options,
-                                   bool fused) {
+                                   bool fused, bool autocast, std::int64_t max_steps) {
   auto dp = std::make_shared<nn::DataParallel>(build_mlp(g), devices, std::nullopt, options);
   std::shared_ptr<optim::Optimizer> optimizer = build_optimizer(g, dp->parameters());
   if (fused) dp->register_fused_optim(optimizer);
@@ -164,17 +170,24 @@ GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& d
   for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
     dp->train();
     for (const auto& [bx, by] : loader) {
+      if (max_steps >= 0 && std::ssize(run.step_losses) >= max_steps) break;
       optimizer->zero_grad();
       if (path == DataParallelPath::Gather) {
-        Tensor out = dp->forward(bx);
-        Tensor loss = criterion(out, by.to(out.device()));
+        Tensor loss;
+        {
+          AutocastGuard region(autocast);
+          Tensor out = dp->forward(bx);
+          loss = criterion(out, by.to(out.device()));
+        }
         run.step_losses.push_back(loss.item());
         loss.backward();
       } else {
+        AutocastGuard region(autocast);
         run.step_losses.push_back(dp->forward_backward(bx, by, criterion).item());
       }
       if (!fused || path == DataParallelPath::Gather) optimizer->step();
     }
+    if (max_steps >= 0 && std::ssize(run.step_losses) >= max_steps) break;
     dp->eval();
     no_grad guard;
     Tensor out = dp->forward(x_val);

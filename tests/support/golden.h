@@ -48,7 +48,11 @@ struct GoldenRun {
 /// Replays the golden file's training on `device`: the model built and loaded on the host, then
 /// moved there (Module::to), batches in order (DataLoader over the training rows) copied there,
 /// cross_entropy, backward, optimizer step; validation after every epoch in eval mode.
-GoldenRun run_golden(const Golden& g, Device device = cpu());
+/// With `autocast`, each step's forward and loss run under an AutocastGuard (bf16 linear;
+/// backward outside, as PyTorch recommends; validation in fp32). `max_steps` >= 0 stops after
+/// that many training steps (no validation after a partial epoch).
+GoldenRun run_golden(const Golden& g, Device device = cpu(), bool autocast = false,
+                     std::int64_t max_steps = -1);
 
 /// How run_golden_data_parallel trains: the gather path (forward on the wrapper, the loss on the
 /// gathered output, backward) or the reducer path (forward_backward).
@@ -58,8 +62,11 @@ enum class DataParallelPath { Gather, Reducer };
 /// (the model built on the host, the optimizer over the wrapper's parameters); with `fused` the
 /// optimizer is registered as the wrapper's fused optimizer, so the reducer path makes the step.
 /// Losses are read on the wrapper's output device; final parameters are copied to the host.
+/// `autocast` and `max_steps` as in run_golden (the forward, or forward_backward, under the
+/// guard on the calling thread; DataParallel carries it to its workers).
 GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& devices,
                                    DataParallelPath path,
-                                   parallel::DataParallelOptions options = {}, bool fused = false);
+                                   parallel::DataParallelOptions options = {}, bool fused = false,
+                                   bool autocast = false, std::int64_t max_steps = -1);
 
 }  // namespace lockstep::testing

@@ -1,4 +1,5 @@
-// Row-major GEMM on cuBLAS (see kernels.h), and on_device().
+// Row-major GEMM on cuBLAS (see kernels.h): fp32/fp64, and autocast's bf16 GEMM on
+// cublasGemmEx; and on_device().
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -7,6 +8,7 @@
 #include <mutex>
 
 #include "cuda/check.h"
+#include "lockstep/cuda/allocator.h"
 #include "ops/cuda/kernels.h"
 
 namespace lockstep::kernels::cuda {
@@ -54,8 +56,8 @@ cublasStatus_t call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
   return cublasSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 cublasStatus_t call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                    int k, const double* alpha, const double* a, int lda, const double* b,
-                    int ldb, const double* beta, double* c, int ldc) {
+                    int k, const double* alpha, const double* a, int lda, const double* b, int ldb,
+                    const double* beta, double* c, int ldc) {
   return cublasDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -98,14 +100,69 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   LOCKSTEP_CUBLAS_CHECK(
       call(h, op_b, op_a, ni, mi, ki, &alpha, b, ldbi, a, ldai, &beta, c, ldci), exec.device,
-      std::string(sizeof(T) == 4 ? "cublasSgemm" : "cublasDgemm") + " (row-major m=" +
-          std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-          (trans_a ? " Aᵀ" : "") + (trans_b ? " Bᵀ" : "") + ")");
+      std::string(sizeof(T) == 4 ? "cublasSgemm" : "cublasDgemm") +
+          " (row-major m=" + std::to_string(m) + " n=" + std::to_string(n) +
+          " k=" + std::to_string(k) + (trans_a ? " Aᵀ" : "") + (trans_b ? " Bᵀ" : "") + ")");
 }
 
-template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
-                          const float*, std::int64_t, const float*, std::int64_t, float, float*,
-                          std::int64_t, Exec);
+void gemm_bf16_operands(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                        const std::uint16_t* a, std::int64_t lda, const std::uint16_t* b,
+                        std::int64_t ldb, float beta, float* c, std::int64_t ldc, Exec exec) {
+  if (m == 0 || n == 0) return;
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  cublasHandle_t h = handle_for(exec.device);
+  LOCKSTEP_CUBLAS_CHECK(cublasSetStream(h, exec.stream), exec.device, "cublasSetStream");
+  LOCKSTEP_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), exec.device,
+                        "cublasSetPointerMode");
+  // The same row-major = transposed column-major swap as gemm above.
+  const int mi = to_int(m, "m"), ni = to_int(n, "n"), ki = to_int(k, "k");
+  const int ldai = std::max(1, to_int(lda, "lda")), ldbi = std::max(1, to_int(ldb, "ldb"));
+  const int ldci = to_int(ldc, "ldc");
+  if (beta != 0.0f && beta != 1.0f)
+    throw ValueError("cuda gemm_bf16: beta = " + std::to_string(beta) + " (0 or 1 expected)");
+  if (k == 0) {
+    // C = beta·C without cuBLAS, which does not document gemm with k == 0: zeros for beta 0,
+    // unchanged for beta 1.
+    if (beta == 0.0f)
+      LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(c, sizeof(float) * static_cast<std::size_t>(ldci), 0,
+                                            sizeof(float) * static_cast<std::size_t>(ni),
+                                            static_cast<std::size_t>(mi), exec.stream),
+                          exec.device, "cudaMemset2DAsync (gemm_bf16 with k = 0)");
+    return;
+  }
+  const float alpha = 1.0f;
+  LOCKSTEP_CUBLAS_CHECK(
+      cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni,
+                   mi, ki, &alpha, b, CUDA_R_16BF, ldbi, a, CUDA_R_16BF, ldai, &beta, c, CUDA_R_32F,
+                   ldci, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      exec.device,
+      "cublasGemmEx (bf16 inputs, fp32 accumulation; row-major m=" + std::to_string(m) +
+          " n=" + std::to_string(n) + " k=" + std::to_string(k) + (trans_a ? " Aᵀ" : "") +
+          (trans_b ? " Bᵀ" : "") + ")");
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
+               float* c, std::int64_t ldc, Exec exec) {
+  if (m == 0 || n == 0) return;
+  // A is [M,K] (trans_a: [K,M]) and B [K,N] (trans_b: [N,K]), each with its row stride.
+  const std::int64_t a_elems = (trans_a ? k : m) * lda, b_elems = (trans_b ? n : k) * ldb;
+  // Scratch from the caching allocator, ordered on the compute stream: given back when this
+  // returns, reusable by the next op on the same stream once the GEMM has read it.
+  ::lockstep::cuda::DeviceBuffer a16(sizeof(std::uint16_t) * static_cast<std::size_t>(a_elems),
+                                     exec.device);
+  ::lockstep::cuda::DeviceBuffer b16(sizeof(std::uint16_t) * static_cast<std::size_t>(b_elems),
+                                     exec.device);
+  cast_to_bfloat16(a, a16.data_as<std::uint16_t>(), a_elems, exec);
+  cast_to_bfloat16(b, b16.data_as<std::uint16_t>(), b_elems, exec);
+  gemm_bf16_operands(trans_a, trans_b, m, n, k, a16.data_as<std::uint16_t>(), lda,
+                     b16.data_as<std::uint16_t>(), ldb, beta, c, ldc, exec);
+  round_to_bfloat16(c, c, m * ldc, exec);
+}
+
+template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                          std::int64_t, const float*, std::int64_t, float, float*, std::int64_t,
+                          Exec);
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double,
                            const double*, std::int64_t, const double*, std::int64_t, double,
                            double*, std::int64_t, Exec);

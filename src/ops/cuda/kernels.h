@@ -39,6 +39,32 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc, Exec exec);
 
+/// Autocast's bf16 GEMM (lockstep/ops/autocast.h), same row-major contract as gemm<float> with
+/// alpha = 1: A and B (fp32) are rounded to bf16 into scratch blocks from the caching allocator
+/// (round_to_bfloat16_cast), multiplied by cublasGemmEx with CUDA_R_16BF inputs, CUDA_R_32F
+/// output and CUBLAS_COMPUTE_32F (fp32 accumulation), C = A·B + beta·C in fp32, then C is
+/// rounded to bf16 in place: one rounding of the fp32 result. beta is 0 or 1 (1: C holds the
+/// bf16-rounded bias, as linear presets it). Errors as gemm's (CublasError naming the call).
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
+               float* c, std::int64_t ldc, Exec exec);
+
+/// The GEMM of gemm_bf16 alone, on operands already in bf16 storage (raw 16-bit words, as
+/// cast_to_bfloat16 writes them): cublasGemmEx with CUDA_R_16BF A and B, CUDA_R_32F C,
+/// CUBLAS_COMPUTE_32F; C = A·B + beta·C in fp32, not rounded (k == 0: C zeroed for beta 0, left
+/// as it is for beta 1, without cuBLAS). beta must be 0 or 1 (ValueError otherwise). For
+/// gemm_bf16 and the benchmark.
+void gemm_bf16_operands(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                        const std::uint16_t* a, std::int64_t lda, const std::uint16_t* b,
+                        std::int64_t ldb, float beta, float* c, std::int64_t ldc, Exec exec);
+
+/// y[i] = the bf16 bits of x[i] rounded as round_to_bfloat16, i < n.
+void cast_to_bfloat16(const float* x, std::uint16_t* y, std::int64_t n, Exec exec);
+
+/// y[i] = x[i] rounded to the nearest bf16 (ties to even; NaN → 0x7fc00000, ±inf kept), as
+/// round_to_bfloat16 in lockstep/ops/autocast.h, bit for bit; i < n (y may alias x).
+void round_to_bfloat16(const float* x, float* y, std::int64_t n, Exec exec);
+
 /// out[i] = a[i] + b[i], i < n (out may alias a or b).
 template <class T>
 void add(const T* a, const T* b, T* out, std::int64_t n, Exec exec);

@@ -170,6 +170,10 @@ void sum_all(const Tensor& x, double divisor, const Tensor& out) {
   });
 }
 
+void round_to_bfloat16(const Tensor& src, const Tensor& dst) {
+  kc::round_to_bfloat16(ptr<float>(src), ptr<float>(dst), src.numel(), exec_of(src));
+}
+
 void bias_grad(const Tensor& g, const Tensor& out) {
   detail::visit_float(g.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -177,9 +181,14 @@ void bias_grad(const Tensor& g, const Tensor& out) {
   });
 }
 
-void gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c) {
+void gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, bool bf16) {
   const std::int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
   const std::int64_t n = tb ? b.size(0) : b.size(1);
+  if (bf16) {
+    kc::gemm_bf16(ta, tb, m, n, k, ptr<float>(a), a.size(1), ptr<float>(b), b.size(1), 0.0f,
+                  ptr<float>(c), n, exec_of(a));
+    return;
+  }
   detail::visit_float(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kc::gemm<T>(ta, tb, m, n, k, T(1), ptr<T>(a), a.size(1), ptr<T>(b), b.size(1), T(0), ptr<T>(c),
@@ -188,8 +197,19 @@ void gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c)
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-            std::int64_t rows, std::int64_t in, std::int64_t out) {
+            std::int64_t rows, std::int64_t in, std::int64_t out, bool bf16) {
   const auto exec = exec_of(x);
+  if (bf16) {
+    // y preset to the bias rounded to bf16, then x̃·w̃ᵀ accumulated onto it in fp32 (beta = 1)
+    // and the sum rounded once (gemm_bf16 rounds C after the GEMM).
+    if (bias.defined()) {
+      kc::bias_rows<float>(ptr<float>(bias), ptr<float>(y), rows, out, exec);
+      kc::round_to_bfloat16(ptr<float>(y), ptr<float>(y), rows * out, exec);
+    }
+    kc::gemm_bf16(false, true, rows, out, in, ptr<float>(x), in, ptr<float>(w), in,
+                  bias.defined() ? 1.0f : 0.0f, ptr<float>(y), out, exec);
+    return;
+  }
   detail::visit_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     // As kernels::linear_by_gemm: y preset to the bias, then one GEMM with beta = 1 (addmm).

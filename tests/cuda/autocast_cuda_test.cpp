@@ -75,8 +75,9 @@ TEST_P(AutocastCudaLinear, DyadicInputsEqualTheEmulationBitForBit) {
   EXPECT_TRUE(BitEqual(x.grad().to(cpu()), bf16::make(e.gx, {rows, in})));
   EXPECT_TRUE(BitEqual(w.grad().to(cpu()), bf16::make(e.gw, {out, in})));
   EXPECT_TRUE(BitEqual(b.grad().to(cpu()), bf16::make(e.gb, {out})));
-  if (rows > 0 && out > 0)
+  if (rows > 0 && out > 0) {
     EXPECT_FALSE(BitEqual(linear(x, w, b).detach().to(cpu()), y.detach().to(cpu())));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AutocastCudaLinear,

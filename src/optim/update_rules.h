@@ -16,6 +16,7 @@
 #include <cmath>
 
 #if defined(__CUDACC__)
+#include "ops/cuda/device_math.cuh"
 #define LOCKSTEP_HOST_DEVICE __host__ __device__
 #else
 #define LOCKSTEP_HOST_DEVICE
@@ -26,16 +27,27 @@ namespace lockstep::optim::rules {
 // ---- arithmetic: one rounding per operation ---------------------------------------------------
 
 #if defined(__CUDA_ARCH__)
-__device__ inline float add(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline double sub(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline float mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ inline double div(double a, double b) { return __ddiv_rn(a, b); }
-__device__ inline float sqrt(float a) { return __fsqrt_rn(a); }
-__device__ inline double sqrt(double a) { return __dsqrt_rn(a); }
+// nvcc's device pass: the round-to-nearest intrinsics of src/ops/cuda/device_math.cuh.
+template <class T>
+__device__ inline T add(T a, T b) {
+  return kernels::cuda::detail::add_rn(a, b);
+}
+template <class T>
+__device__ inline T sub(T a, T b) {
+  return kernels::cuda::detail::sub_rn(a, b);
+}
+template <class T>
+__device__ inline T mul(T a, T b) {
+  return kernels::cuda::detail::mul_rn(a, b);
+}
+template <class T>
+__device__ inline T div(T a, T b) {
+  return kernels::cuda::detail::div_rn(a, b);
+}
+template <class T>
+__device__ inline T sqrt(T a) {
+  return kernels::cuda::detail::sqrt_rn(a);
+}
 #else
 // The library is built with -fno-math-errno, so std::sqrt is the (vector) square root
 // instruction: correctly rounded, as __fsqrt_rn / __dsqrt_rn.

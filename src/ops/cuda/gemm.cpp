@@ -61,6 +61,46 @@ cublasStatus_t call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
   return cublasDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// The handle of exec.device bound to exec.stream, pointer mode host (alpha/beta are host
+// values). The caller holds a DeviceGuard for exec.device.
+cublasHandle_t bound_handle(Exec exec) {
+  cublasHandle_t h = handle_for(exec.device);
+  LOCKSTEP_CUBLAS_CHECK(cublasSetStream(h, exec.stream), exec.device, "cublasSetStream");
+  LOCKSTEP_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), exec.device,
+                        "cublasSetPointerMode");
+  return h;
+}
+
+// cuBLAS's int sizes of a row-major GEMM; cuBLAS checks that every leading dimension is at
+// least 1, even one it never reads.
+struct IntDims {
+  int m, n, k, lda, ldb, ldc;
+};
+IntDims int_dims(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
+                 std::int64_t ldc) {
+  return {to_int(m, "m"),
+          to_int(n, "n"),
+          to_int(k, "k"),
+          std::max(1, to_int(lda, "lda")),
+          std::max(1, to_int(ldb, "ldb")),
+          to_int(ldc, "ldc")};
+}
+
+// C[m, n] (row stride ldc) = 0 on exec.stream: a GEMM with k == 0 and beta == 0, which does not
+// reach cuBLAS (it does not document k == 0; PyTorch does not call it with k == 0 either).
+template <class T>
+void zero_rows(T* c, const IntDims& d, Exec exec, const char* what) {
+  LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(c, sizeof(T) * static_cast<std::size_t>(d.ldc), 0,
+                                        sizeof(T) * static_cast<std::size_t>(d.n),
+                                        static_cast<std::size_t>(d.m), exec.stream),
+                      exec.device, std::string("cudaMemset2DAsync (") + what + " with k = 0)");
+}
+
+std::string shape_text(std::int64_t m, std::int64_t n, std::int64_t k, bool trans_a, bool trans_b) {
+  return "row-major m=" + std::to_string(m) + " n=" + std::to_string(n) +
+         " k=" + std::to_string(k) + (trans_a ? " Aᵀ" : "") + (trans_b ? " Bᵀ" : "");
+}
+
 }  // namespace
 
 Exec on_device(int device) { return Exec{device, ::lockstep::cuda::compute_stream(device)}; }
@@ -71,27 +111,17 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           std::int64_t ldc, Exec exec) {
   if (m == 0 || n == 0) return;
   ::lockstep::cuda::DeviceGuard guard(exec.device);
-  cublasHandle_t h = handle_for(exec.device);
-  LOCKSTEP_CUBLAS_CHECK(cublasSetStream(h, exec.stream), exec.device, "cublasSetStream");
-  LOCKSTEP_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), exec.device,
-                        "cublasSetPointerMode");
+  cublasHandle_t h = bound_handle(exec);
   // Row-major C[M,N] is column-major Cᵀ[N,M] with the same leading dimension, so
   // Cᵀ = op(B)ᵀ · op(A)ᵀ: cuBLAS gets (B, A) swapped, N and M swapped, the same transposes.
-  // cuBLAS checks that every leading dimension is at least 1, even one it never reads.
-  const int mi = to_int(m, "m"), ni = to_int(n, "n"), ki = to_int(k, "k");
-  const int ldai = std::max(1, to_int(lda, "lda")), ldbi = std::max(1, to_int(ldb, "ldb"));
-  const int ldci = to_int(ldc, "ldc");
+  const IntDims d = int_dims(m, n, k, lda, ldb, ldc);
   if (k == 0) {
-    // C = beta·C, done here: cuBLAS does not document gemm with k == 0 (PyTorch does not call it
-    // with k == 0 either), and with beta == 0 C must become zeros whatever it held.
+    // C = beta·C, done here; with beta == 0 C must become zeros whatever it held.
     if (beta == T(0)) {
-      LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(c, sizeof(T) * static_cast<std::size_t>(ldci), 0,
-                                            sizeof(T) * static_cast<std::size_t>(ni),
-                                            static_cast<std::size_t>(mi), exec.stream),
-                          exec.device, "cudaMemset2DAsync (gemm with k = 0)");
+      zero_rows(c, d, exec, "gemm");
     } else if (beta != T(1)) {
-      for (int i = 0; i < mi; ++i)
-        LOCKSTEP_CUBLAS_CHECK(scal(h, ni, &beta, c + static_cast<std::int64_t>(i) * ldci),
+      for (int i = 0; i < d.m; ++i)
+        LOCKSTEP_CUBLAS_CHECK(scal(h, d.n, &beta, c + static_cast<std::int64_t>(i) * d.ldc),
                               exec.device, "cublas scal (gemm with k = 0)");
     }
     return;
@@ -99,54 +129,51 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   LOCKSTEP_CUBLAS_CHECK(
-      call(h, op_b, op_a, ni, mi, ki, &alpha, b, ldbi, a, ldai, &beta, c, ldci), exec.device,
-      std::string(sizeof(T) == 4 ? "cublasSgemm" : "cublasDgemm") +
-          " (row-major m=" + std::to_string(m) + " n=" + std::to_string(n) +
-          " k=" + std::to_string(k) + (trans_a ? " Aᵀ" : "") + (trans_b ? " Bᵀ" : "") + ")");
+      call(h, op_b, op_a, d.n, d.m, d.k, &alpha, b, d.ldb, a, d.lda, &beta, c, d.ldc), exec.device,
+      std::string(sizeof(T) == 4 ? "cublasSgemm" : "cublasDgemm") + " (" +
+          shape_text(m, n, k, trans_a, trans_b) + ")");
 }
 
 void gemm_bf16_operands(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                         const std::uint16_t* a, std::int64_t lda, const std::uint16_t* b,
                         std::int64_t ldb, float beta, float* c, std::int64_t ldc, Exec exec) {
   if (m == 0 || n == 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  cublasHandle_t h = handle_for(exec.device);
-  LOCKSTEP_CUBLAS_CHECK(cublasSetStream(h, exec.stream), exec.device, "cublasSetStream");
-  LOCKSTEP_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), exec.device,
-                        "cublasSetPointerMode");
-  // The same row-major = transposed column-major swap as gemm above.
-  const int mi = to_int(m, "m"), ni = to_int(n, "n"), ki = to_int(k, "k");
-  const int ldai = std::max(1, to_int(lda, "lda")), ldbi = std::max(1, to_int(ldb, "ldb"));
-  const int ldci = to_int(ldc, "ldc");
   if (beta != 0.0f && beta != 1.0f)
     throw ValueError("cuda gemm_bf16: beta = " + std::to_string(beta) + " (0 or 1 expected)");
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  cublasHandle_t h = bound_handle(exec);
+  // The same row-major = transposed column-major swap as gemm above.
+  const IntDims d = int_dims(m, n, k, lda, ldb, ldc);
   if (k == 0) {
-    // C = beta·C without cuBLAS, which does not document gemm with k == 0: zeros for beta 0,
-    // unchanged for beta 1.
-    if (beta == 0.0f)
-      LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(c, sizeof(float) * static_cast<std::size_t>(ldci), 0,
-                                            sizeof(float) * static_cast<std::size_t>(ni),
-                                            static_cast<std::size_t>(mi), exec.stream),
-                          exec.device, "cudaMemset2DAsync (gemm_bf16 with k = 0)");
+    // C = beta·C without cuBLAS: zeros for beta 0, unchanged for beta 1.
+    if (beta == 0.0f) zero_rows(c, d, exec, "gemm_bf16");
     return;
   }
   const float alpha = 1.0f;
   LOCKSTEP_CUBLAS_CHECK(
-      cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni,
-                   mi, ki, &alpha, b, CUDA_R_16BF, ldbi, a, CUDA_R_16BF, ldai, &beta, c, CUDA_R_32F,
-                   ldci, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, d.n,
+                   d.m, d.k, &alpha, b, CUDA_R_16BF, d.ldb, a, CUDA_R_16BF, d.lda, &beta, c,
+                   CUDA_R_32F, d.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       exec.device,
-      "cublasGemmEx (bf16 inputs, fp32 accumulation; row-major m=" + std::to_string(m) +
-          " n=" + std::to_string(n) + " k=" + std::to_string(k) + (trans_a ? " Aᵀ" : "") +
-          (trans_b ? " Bᵀ" : "") + ")");
+      "cublasGemmEx (bf16 inputs, fp32 accumulation; " + shape_text(m, n, k, trans_a, trans_b) +
+          ")");
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
                float* c, std::int64_t ldc, Exec exec) {
   if (m == 0 || n == 0) return;
-  // A is [M,K] (trans_a: [K,M]) and B [K,N] (trans_b: [N,K]), each with its row stride.
-  const std::int64_t a_elems = (trans_a ? k : m) * lda, b_elems = (trans_b ? n : k) * ldb;
+  // C is rounded as one block of m·n elements, so its rows must be back to back.
+  if (ldc != n)
+    throw ValueError("cuda gemm_bf16: ldc = " + std::to_string(ldc) +
+                     " for n = " + std::to_string(n) + " (a contiguous C expected)");
+  // A is [M,K] (trans_a: [K,M]) and B [K,N] (trans_b: [N,K]), each with its row stride: the
+  // elements from the first to the last one read (the last row is only as long as a row).
+  auto span = [](std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+    return rows == 0 || cols == 0 ? std::int64_t{0} : (rows - 1) * ld + cols;
+  };
+  const std::int64_t a_elems = trans_a ? span(k, m, lda) : span(m, k, lda);
+  const std::int64_t b_elems = trans_b ? span(n, k, ldb) : span(k, n, ldb);
   // Scratch from the caching allocator, ordered on the compute stream: given back when this
   // returns, reusable by the next op on the same stream once the GEMM has read it.
   ::lockstep::cuda::DeviceBuffer a16(sizeof(std::uint16_t) * static_cast<std::size_t>(a_elems),
@@ -157,7 +184,7 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   cast_to_bfloat16(b, b16.data_as<std::uint16_t>(), b_elems, exec);
   gemm_bf16_operands(trans_a, trans_b, m, n, k, a16.data_as<std::uint16_t>(), lda,
                      b16.data_as<std::uint16_t>(), ldb, beta, c, ldc, exec);
-  round_to_bfloat16(c, c, m * ldc, exec);
+  round_to_bfloat16(c, c, m * n, exec);
 }
 
 template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,

@@ -44,7 +44,8 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 /// (round_to_bfloat16_cast), multiplied by cublasGemmEx with CUDA_R_16BF inputs, CUDA_R_32F
 /// output and CUBLAS_COMPUTE_32F (fp32 accumulation), C = A·B + beta·C in fp32, then C is
 /// rounded to bf16 in place: one rounding of the fp32 result. beta is 0 or 1 (1: C holds the
-/// bf16-rounded bias, as linear presets it). Errors as gemm's (CublasError naming the call).
+/// bf16-rounded bias, as linear presets it); C is contiguous (ldc == n; ValueError otherwise,
+/// since it is rounded as one block). Errors as gemm's (CublasError naming the call).
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
                float* c, std::int64_t ldc, Exec exec);

@@ -1,6 +1,7 @@
 // Breaker probes of dist::launch_local_rank() / dist::local_rank_device() (src/dist/launch_env.cpp)
 // with odd environments: MPICH's and Slurm's variables malformed or inconsistent, the largest
-// accepted value, and a local rank far beyond the GPUs (a DeviceError, never cuda:huge).
+// accepted value, a local rank far beyond the GPUs (a DeviceError, never cuda:huge), and
+// LocalRank values no launcher gives (a ValueError, never cuda:-1).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -75,6 +76,21 @@ TEST_F(LaunchEnvBreak, HugeLocalRankIsRefusedByTheDevicePick) {
                             {"local rank 1073741824", "only 8 GPUs"});
   set("SLURM_LOCALID", "1073741825");
   expect_error<ValueError>([] { (void)dist::launch_local_rank(); }, {"SLURM_LOCALID="});
+}
+
+// A LocalRank that no launcher gives (negative rank, rank at or above the size, a size of 0)
+// is a ValueError naming the values, not cuda:-1 or a GPU of another rank's.
+TEST(LocalRankDeviceBreak, InconsistentLocalRankIsAValueError) {
+  expect_error<ValueError>([] { (void)dist::local_rank_device({.rank = -1, .size = 2}, 4); },
+                           {"local rank -1"});
+  expect_error<ValueError>([] { (void)dist::local_rank_device({.rank = -1, .size = -1}, 4); },
+                           {"local rank -1"});
+  expect_error<ValueError>([] { (void)dist::local_rank_device({.rank = 3, .size = 2}, 4); },
+                           {"local rank 3", "local size 2"});
+  expect_error<ValueError>([] { (void)dist::local_rank_device({.rank = 0, .size = 0}, 4); },
+                           {"local size 0"});
+  // Consistent values still pick cuda:rank.
+  EXPECT_EQ(dist::local_rank_device({.rank = 1, .size = 2}, 4).str(), "cuda:1");
 }
 
 }  // namespace

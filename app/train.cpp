@@ -370,10 +370,11 @@ std::pair<std::int64_t, std::int64_t> Trainer::local_part(std::int64_t batch) co
 }
 
 void Trainer::check_same_setup_on_every_rank() const {
-  std::string setup =
-      fingerprint_ + "--epochs=" + std::to_string(o_.epochs) +
-      "\n--resume=" + (o_.resume ? "on" : "off") + "\ntrain=" + data_.train_x.shape().str() +
-      "\nval=" + data_.val_x.shape().str() + "\nclasses=" + std::to_string(data_.classes) + "\n";
+  std::string setup = fingerprint_ + "--epochs=" + std::to_string(o_.epochs) +
+                      "\n--resume=" + (o_.resume ? "on" : "off") +
+                      "\ntrain=" + data_.train_x.shape().str() +
+                      "\nval=" + (data_.val_x.defined() ? data_.val_x.shape().str() : "none") +
+                      "\nclasses=" + std::to_string(data_.classes) + "\n";
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bit
   for (unsigned char c : setup) h = (h ^ c) * 1099511628211ull;
   const auto mine = static_cast<std::int64_t>(h >> 1);

@@ -59,6 +59,12 @@ std::optional<LocalRank> launch_local_rank() {
 }
 
 Device local_rank_device(const LocalRank& local, int gpus) {
+  // Values no launcher gives (launch_local_rank refuses them): not cuda:-1, nor another rank's GPU.
+  if (local.rank < 0 || local.size == 0 || local.size < -1 ||
+      (local.size > 0 && local.rank >= local.size))
+    throw ValueError("local_rank_device: local rank " + std::to_string(local.rank) +
+                     " and local size " + std::to_string(local.size) +
+                     ": expected 0 <= rank < size (size -1: not said)");
   if (local.size > gpus || local.rank >= gpus) {
     const std::string ranks =
         local.size > 0 ? std::to_string(local.size) +

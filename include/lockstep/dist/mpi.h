@@ -42,7 +42,8 @@ std::optional<LocalRank> launch_local_rank();
 /// The GPU of a process launched one per GPU: cuda:(local.rank), given the node's `gpus` visible
 /// GPUs (cuda::device_count()). DeviceError when the node has more ranks than GPUs (local.size >
 /// gpus, or local.rank >= gpus when the size is not said), naming both counts: NCCL cannot place
-/// two ranks on one GPU.
+/// two ranks on one GPU. ValueError for a LocalRank no launcher gives (rank < 0, size 0 or below
+/// -1, rank >= size).
 Device local_rank_device(const LocalRank& local, int gpus);
 
 struct MpiOptions {

@@ -154,6 +154,7 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
     if (diff.empty() && std::find(b.begin(), b.end(), line) == b.end()) {
       const std::string key = line.substr(0, line.find('=') + 1);
       std::string is = "(not set)";
+      if (key == "--precision=") is = "--precision=fp32 (the default)";
       for (const std::string& s : b)
         if (s.rfind(key, 0) == 0) is = s;
       diff = is + " but the checkpoint has " + line;

@@ -75,9 +75,10 @@ TEST(CliPrecisionBreak, Bf16ResumedRunEqualsUninterruptedRun) {
   ASSERT_EQ(rest.status, 0) << rest.err;
   EXPECT_TRUE(read_text(dir / "resumed.safetensors") == read_text(dir / "full.safetensors"));
   // An explicit --precision fp32 is refused as the default is.
-  expect_error({"train", "--precision", "fp32", "--batch-size", "7", "--optimizer", "adam",
-                "--dropout", "0.2", "--epochs", "3", "--checkpoint-dir", ckpt, "--resume"},
-               {"--resume", "--precision=bf16"});
+  expect_error(
+      {"train", "--precision", "fp32", "--batch-size", "7", "--optimizer", "adam", "--dropout",
+       "0.2", "--epochs", "3", "--checkpoint-dir", ckpt, "--resume"},
+      {"--resume", "--precision=fp32 (the default) but the checkpoint has --precision=bf16"});
 }
 
 // The fused optimizer (run on the replica workers inside forward_backward, under the carried

@@ -10,30 +10,12 @@
 
 #include "lockstep/dist/mpi.h"
 #include "support/helpers.h"
+#include "support/launch_env.h"
 
 namespace lockstep::testing {
 namespace {
 
-const char* const kNames[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                              "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_LOCALID"};
-
-class LaunchEnvBreak : public ::testing::Test {
- protected:
-  void SetUp() override {
-    for (const char* n : kNames) {
-      if (const char* v = std::getenv(n)) saved_[n] = v;
-      ::unsetenv(n);
-    }
-  }
-  void TearDown() override {
-    for (const char* n : kNames) ::unsetenv(n);
-    for (const auto& [n, v] : saved_) ::setenv(n.c_str(), v.c_str(), 1);
-  }
-  static void set(const char* name, const char* value) { ::setenv(name, value, 1); }
-
- private:
-  std::map<std::string, std::string> saved_;
-};
+class LaunchEnvBreak : public LauncherEnvironment {};
 
 TEST_F(LaunchEnvBreak, MpichSizeAtOrBelowRankAndMalformedSizeNameTheVariables) {
   set("MPI_LOCALRANKID", "2");

@@ -1,6 +1,8 @@
 // dist::launch_local_rank(): the node-local rank and size an MPI launcher puts in the
 // environment (OpenMPI, MPICH's Hydra, Slurm), which `lockstep train --backend nccl` uses to pick
 // cuda:(local rank). The variables are set and restored by each test.
+#include "support/launch_env.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,27 +16,7 @@
 namespace lockstep::testing {
 namespace {
 
-const char* const kNames[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                              "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_LOCALID"};
-
-// Clears the launcher variables for the test and puts the process's own values back after it.
-class LaunchEnv : public ::testing::Test {
- protected:
-  void SetUp() override {
-    for (const char* n : kNames) {
-      if (const char* v = std::getenv(n)) saved_[n] = v;
-      ::unsetenv(n);
-    }
-  }
-  void TearDown() override {
-    for (const char* n : kNames) ::unsetenv(n);
-    for (const auto& [n, v] : saved_) ::setenv(n.c_str(), v.c_str(), 1);
-  }
-  static void set(const char* name, const char* value) { ::setenv(name, value, 1); }
-
- private:
-  std::map<std::string, std::string> saved_;
-};
+class LaunchEnv : public LauncherEnvironment {};
 
 TEST_F(LaunchEnv, NoLauncherNoLocalRank) { EXPECT_FALSE(dist::launch_local_rank().has_value()); }
 

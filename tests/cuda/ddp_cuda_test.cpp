@@ -204,20 +204,9 @@ GoldenRun train_ddp(const Golden& g, int world, int rank,
   return run;
 }
 
+// The golden files within the GPU tolerance |a − b| ≤ 1e-4 + 1e-4·|b|.
 void expect_matches(const GoldenRun& run, const Golden& g, const std::string& what) {
-  EXPECT_TRUE(close(run.step_losses, g.step_losses)) << what << " train_step_losses";
-  EXPECT_TRUE(close(run.val_losses, g.val_losses)) << what << " val_loss_per_epoch";
-  for (const auto& [key, expected] : g.final_params)
-    EXPECT_TRUE(close(run.final_params.at(key).to_vector<double>(), expected.to_vector<double>()))
-        << what << " " << key;
-}
-
-void expect_bit_equal(const GoldenRun& a, const GoldenRun& b, const std::string& what) {
-  EXPECT_EQ(a.step_losses, b.step_losses) << what;
-  EXPECT_EQ(a.val_losses, b.val_losses) << what;
-  for (const auto& [key, t] : a.final_params)
-    EXPECT_EQ(t.to_vector<double>(), b.final_params.at(key).to_vector<double>())
-        << what << " " << key;
+  expect_golden(run, g, what, 1e-4, 1e-4);
 }
 
 // Size 1 (bootstrap: a threads group of one): every NCCL call still runs (all_reduce of each
@@ -241,7 +230,7 @@ TEST(DdpCuda, RunsTwiceBitIdentical) {
   const Golden g = load_golden(golden_names().front());
   const GoldenRun a = train_ddp(g, 1, 0, dist::new_thread_group(1)[0], Path::Reducer);
   const GoldenRun b = train_ddp(g, 1, 0, dist::new_thread_group(1)[0], Path::Reducer);
-  expect_bit_equal(a, b, "two runs");
+  expect_bit_identical(a, b, "two runs");
 }
 
 // Two thread ranks, each on its own GPU (one NCCL communicator per rank, ncclCommInitRank with
@@ -261,7 +250,7 @@ TEST(DdpCuda, GoldenTrajectoriesTwoRanksOnTwoGpus) {
           << name << " rank " << r << ": "
           << exception_message(errors[static_cast<std::size_t>(r)]);
     expect_matches(runs[0], g, name + " on 2 GPUs");
-    expect_bit_equal(runs[0], runs[1], name + " rank 1 vs rank 0");
+    expect_bit_identical(runs[0], runs[1], name + " rank 1 vs rank 0");
   }
 }
 

@@ -25,10 +25,7 @@ TEST_P(GoldenParallel, MatchesPyTorch) {
   auto [name, n, path] = GetParam();
   Golden g = load_golden(name);
   GoldenRun run = train(g, n, path, false);
-  EXPECT_TRUE(AllClose(run.step_losses, g.step_losses)) << "train_step_losses";
-  EXPECT_TRUE(AllClose(run.val_losses, g.val_losses)) << "val_loss_per_epoch";
-  for (const auto& [key, expected] : g.final_params)
-    EXPECT_TRUE(AllClose(run.final_params.at(key), expected)) << key;
+  expect_golden(run, g);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFiles, GoldenParallel,

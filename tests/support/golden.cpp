@@ -1,6 +1,7 @@
 #include "support/golden.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -196,6 +197,38 @@ GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& d
   for (const auto& [name, value] : dp->state_dict())
     run.final_params.insert(name, value.detach().to(cpu()).clone());
   return run;
+}
+
+void expect_golden(const GoldenRun& run, const Golden& g, const std::string& what, double rtol,
+                   double atol) {
+  const std::string at = what.empty() ? "" : what + ": ";
+  EXPECT_TRUE(AllClose(run.step_losses, g.step_losses, rtol, atol)) << at << "train_step_losses";
+  EXPECT_TRUE(AllClose(run.val_losses, g.val_losses, rtol, atol)) << at << "val_loss_per_epoch";
+  EXPECT_EQ(run.final_params.size(), g.final_params.size()) << at << "number of parameters";
+  for (const auto& [name, expected] : g.final_params) {
+    if (!run.final_params.contains(name)) {
+      ADD_FAILURE() << at << "no final parameter " << name;
+      continue;
+    }
+    EXPECT_TRUE(AllClose(run.final_params.at(name), expected, rtol, atol)) << at << name;
+  }
+}
+
+void expect_bit_identical(const GoldenRun& a, const GoldenRun& b, const std::string& what) {
+  const std::string at = what.empty() ? "" : what + ": ";
+  ASSERT_EQ(a.step_losses.size(), b.step_losses.size()) << at << "number of steps";
+  for (std::size_t i = 0; i < a.step_losses.size(); ++i)
+    EXPECT_EQ(std::memcmp(&a.step_losses[i], &b.step_losses[i], sizeof(double)), 0)
+        << at << "step " << i << ": " << a.step_losses[i] << " vs " << b.step_losses[i];
+  EXPECT_EQ(a.val_losses, b.val_losses) << at << "val_loss_per_epoch";
+  EXPECT_EQ(a.final_params.size(), b.final_params.size()) << at << "number of parameters";
+  for (const auto& [name, value] : a.final_params) {
+    if (!b.final_params.contains(name)) {
+      ADD_FAILURE() << at << "no final parameter " << name;
+      continue;
+    }
+    EXPECT_TRUE(BitEqual(value, b.final_params.at(name))) << at << name;
+  }
 }
 
 }  // namespace lockstep::testing

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "lockstep/lockstep.h"
+#include "support/tolerance.h"
 
 namespace lockstep::testing {
 
@@ -68,5 +69,15 @@ GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& d
                                    DataParallelPath path,
                                    parallel::DataParallelOptions options = {}, bool fused = false,
                                    bool autocast = false, std::int64_t max_steps = -1);
+
+/// EXPECTs that `run` reproduces golden file `g`: the same number of final parameters, and the
+/// step losses, validation losses and every final parameter within tolerance.h's rule
+/// |a − b| ≤ atol + rtol·|b| (b: PyTorch's value). `what` prefixes each failure message.
+void expect_golden(const GoldenRun& run, const Golden& g, const std::string& what = "",
+                   double rtol = kRtol, double atol = kAtol);
+
+/// EXPECTs that two runs are bit-identical: every step loss (compared as bits), the validation
+/// losses and every final parameter (BitEqual). `what` prefixes each failure message.
+void expect_bit_identical(const GoldenRun& a, const GoldenRun& b, const std::string& what = "");
 
 }  // namespace lockstep::testing

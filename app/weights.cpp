@@ -1,6 +1,10 @@
 // Weights files (see weights.h).
 #include "weights.h"
 
+#include <cmath>
+#include <cstdint>
+#include <string>
+
 #include "lockstep/core/error.h"
 #include "lockstep/io/safetensors.h"
 
@@ -21,6 +25,14 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
     if (t.dtype() != DType::Float32)
       throw StateDictError(where + "tensor '" + name + "' has dtype " + to_string(t.dtype()) +
                            ", expected float32");
+    // A NaN or Inf parameter would only show up later as a NaN loss (eval would print
+    // "loss nan" and succeed): refuse it here, naming the tensor and the element.
+    const float* v = t.data_ptr<float>();
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(v[i]))
+        throw DataError(where + "tensor '" + name + "' " + t.shape().str() + " holds " +
+                        (std::isnan(v[i]) ? "NaN" : "an infinite value") + " at flat index " +
+                        std::to_string(i));
     state.insert(name, t);
   }
   try {

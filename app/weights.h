@@ -11,8 +11,9 @@ namespace lockstep::app {
 
 /// Loads `path` into `model` strictly (every name and shape must match, as PyTorch's
 /// load_state_dict(strict=True)). Every error names `flag` and `path`: IoError (unreadable),
-/// DataError (not a valid safetensors file), StateDictError (missing or unexpected names, a
-/// shape or a dtype other than float32). `model` is unchanged when it throws.
+/// DataError (not a valid safetensors file, or a tensor holding NaN or Inf: the name, shape and
+/// flat index of the first such element), StateDictError (missing or unexpected names, a shape
+/// or a dtype other than float32). `model` is unchanged when it throws.
 void load_weights(nn::Module& model, const std::string& path, const std::string& flag);
 
 /// Writes model.state_dict() (float32) to `path` atomically. IoError naming the path.

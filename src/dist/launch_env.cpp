@@ -1,4 +1,5 @@
 // launched_by_mpi(): reads the launcher's environment only, so it works in every build.
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -22,10 +23,14 @@ namespace {
 std::optional<int> env_int(const char* name, int min) {
   const char* v = std::getenv(name);
   if (v == nullptr) return std::nullopt;
+  // Digits only: strtol alone would also take leading blanks and a '+' ("  1", "+1"), which no
+  // launcher writes.
+  const bool digits = std::isdigit(static_cast<unsigned char>(v[0])) != 0 ||
+                      (v[0] == '-' && std::isdigit(static_cast<unsigned char>(v[1])) != 0);
   char* end = nullptr;
   errno = 0;
-  const long x = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || errno != 0 || x < min || x > 1 << 30)
+  const long x = digits ? std::strtol(v, &end, 10) : 0;
+  if (!digits || end == v || *end != '\0' || errno != 0 || x < min || x > 1 << 30)
     throw ValueError(std::string(name) + "=" + v + " in the environment: expected an integer >= " +
                      std::to_string(min) + " (set by the MPI launcher)");
   return static_cast<int>(x);

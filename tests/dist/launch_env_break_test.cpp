@@ -30,7 +30,8 @@ TEST_F(LaunchEnvBreak, MpichSizeAtOrBelowRankAndMalformedSizeNameTheVariables) {
 }
 
 TEST_F(LaunchEnvBreak, MalformedSlurmValuesAreValueErrors) {
-  for (const char* bad : {"-1", "abc", "3x", "4294967296"}) {
+  // A leading blank or '+' is not a launcher's value either (strtol alone would take them).
+  for (const char* bad : {"-1", "abc", "3x", "4294967296", " 1", "+1", "\t2", "-", " "}) {
     set("SLURM_LOCALID", bad);
     expect_error<ValueError>([] { (void)dist::launch_local_rank(); },
                              {std::string("SLURM_LOCALID=") + bad, "integer >= 0"});

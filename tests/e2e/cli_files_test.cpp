@@ -110,6 +110,31 @@ TEST(CliFiles, EvalReportsTheValidationLossOfSavedWeights) {
   expect_error({"eval", "--weights", dir / "d"}, {"--weights", dir / "d"});
 }
 
+// A weights file holding NaN or Inf is refused by eval --weights and train --init (exit 2, the
+// tensor and element named), not evaluated as "loss nan" with exit 0 (found by the breaker).
+TEST(CliFiles, NonFiniteWeightsAreRefused) {
+  TempDir dir;
+  ok({"train", "--epochs", "1", "--save", dir / "w"});
+  StateDict good = safetensors::to_state_dict(safetensors::load_file(dir / "w"));
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE(bad);
+    StateDict state;
+    for (const auto& [name, t] : good) {
+      Tensor c = t.clone();
+      if (name == "2.weight") c.data_ptr<float>()[7] = bad;
+      state.insert(name, c);
+    }
+    safetensors::save_state_dict(state, dir / "bad");
+    const std::string what = std::isnan(bad) ? "NaN" : "an infinite value";
+    expect_error({"eval", "--weights", dir / "bad"},
+                 {"--weights", dir / "bad", "'2.weight'", what, "flat index 7"});
+    expect_error({"train", "--epochs", "1", "--init", dir / "bad"},
+                 {"--init", dir / "bad", "'2.weight'", what, "flat index 7"});
+  }
+  ok({"eval", "--weights", dir / "w"});  // the file it came from still loads
+}
+
 /// Trains `args` for `total` epochs in one go, and again as `first` epochs + --resume up to
 /// `total`; expects bit-identical --save files, 4 metrics lines and checkpoints for every epoch.
 void expect_resume_is_bit_identical(const std::vector<std::string>& args, int first, int total) {

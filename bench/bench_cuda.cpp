@@ -200,6 +200,52 @@ void large_mlp(Report& r, double seconds, bool bf16) {
   r.add(o.str());
 }
 
+// Linear's forward as it runs today (bias_rows + gemm with beta 1, + relu_forward: 2 or 3
+// launches) next to one cuBLASLt call with the BIAS / RELU_BIAS epilogue
+// (kernels::cuda::linear_epilogue), on the layers of the reference workload, the MLP and the
+// large MLP: whether the fusion pays off, before linear uses it.
+void linear_epilogue(Report& r, double seconds) {
+  namespace kc = kernels::cuda;
+  const kc::Exec exec = kc::on_device(0);
+  struct Layer {
+    std::int64_t rows, out, in;
+    bool relu;
+  };
+  for (const Layer l :
+       {Layer{32, 5, 10, true}, Layer{32, 2, 5, false}, Layer{128, 256, 784, true},
+        Layer{128, 256, 256, true}, Layer{128, 10, 256, false}, Layer{4096, 8192, 8192, true}}) {
+    cuda::DeviceBuffer x(sizeof(float) * l.rows * l.in, 0), w(sizeof(float) * l.out * l.in, 0),
+        b(sizeof(float) * l.out, 0), y(sizeof(float) * l.rows * l.out, 0);
+    for (const auto* buf : {&x, &w, &b})
+      LOCKSTEP_CUDA_BENCH_CHECK(cudaMemsetAsync(buf->data(), 0, buf->size(), exec.stream));
+    const auto* X = x.data_as<float>();
+    const auto* W = w.data_as<float>();
+    const auto* B = b.data_as<float>();
+    auto* Y = y.data_as<float>();
+    const double unfused = time_steps(
+        [&] {
+          kc::bias_rows<float>(B, Y, l.rows, l.out, exec);
+          kc::gemm<float>(false, true, l.rows, l.out, l.in, 1.f, X, l.in, W, l.in, 1.f, Y, l.out,
+                          exec);
+          if (l.relu) kc::relu_forward<float>(Y, Y, l.rows * l.out, exec);
+        },
+        10, seconds / 4);
+    bool ok = true;
+    const double fused = time_steps(
+        [&] { ok = kc::linear_epilogue<float>(l.rows, l.out, l.in, X, W, B, Y, l.relu, exec); }, 10,
+        seconds / 4);
+    std::ostringstream o;
+    o << "{\"section\": \"linear_epilogue\", \"impl\": \"lockstep\", \"rows\": " << l.rows
+      << ", \"out\": " << l.out << ", \"in\": " << l.in
+      << ", \"relu\": " << (l.relu ? "true" : "false") << ", \"unfused_us\": " << unfused * 1e6;
+    if (ok)
+      o << ", \"epilogue_us\": " << fused * 1e6 << ", \"speedup\": " << unfused / fused << "}";
+    else
+      o << ", \"epilogue_us\": null, \"note\": \"cuBLASLt offered no algorithm\"}";
+    r.add(o.str());
+  }
+}
+
 void allreduce(Report& r, double seconds) {
   const int n = cuda::device_count();
   std::vector<Device> devices;
@@ -279,6 +325,7 @@ int main(int argc, char** argv) {
         {"large_mlp", [&] { large_mlp(r, seconds, false); }},
         {"large_mlp", [&] { large_mlp(r, seconds, true); }},
         {"allreduce", [&] { allreduce(r, seconds); }},
+        {"linear_epilogue", [&] { linear_epilogue(r, seconds); }},
     };
     for (const auto& [name, run] : sections) {
       try {

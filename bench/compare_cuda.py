@@ -79,6 +79,16 @@ def main():
                     "1 GPU: size-1 group, no bandwidth")
             rows.append(f"| all_reduce {r['mbytes']} MB, {r['gpus']} GPU(s), NCCL {r['nccl']} | "
                         f"{r['us_per_call']:.4g} us/call | {what} | |")
+        if r["section"] == "linear_epilogue":
+            shape = (f"linear {r['rows']}x{r['in']} -> {r['out']}"
+                     f"{' + ReLU' if r['relu'] else ''}")
+            if r.get("epilogue_us") is None:
+                rows.append(f"| {shape}: cuBLASLt epilogue | unfused {r['unfused_us']:.4g} us | "
+                            f"| {r.get('note', '')} |")
+            else:
+                rows.append(f"| {shape}: cuBLASLt epilogue vs bias+GEMM{'+ReLU' if r['relu'] else ''}"
+                            f" | {r['epilogue_us']:.4g} us vs {r['unfused_us']:.4g} us | "
+                            f"{r['speedup']:.2f}x | Lockstep only |")
     print("| what | figures | ratio | note |")
     print("|---|---|---|---|")
     for row in rows:

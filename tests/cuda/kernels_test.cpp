@@ -85,6 +85,72 @@ TEST(CudaKernels, GemmDoubleMatchesReference) {
   EXPECT_TRUE(close(dc.to_host(), expect, 1e-12, 1e-12));
 }
 
+// linear_epilogue (one cuBLASLt call with the bias, and ReLU, fused) against the unfused path
+// it would replace (bias_rows + gemm with beta 1, + relu_forward) and the CPU reference, on odd
+// shapes; pointers at 16-byte offsets (cuBLASLt told their real alignment) and a bias that is not
+// 16-byte aligned (refused: false, nothing written).
+TEST(CudaKernels, LinearEpilogueMatchesTheUnfusedPath) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const auto exec = kc::on_device(0);
+  int fused = 0;
+  for (std::int64_t rows : {1, 7, 32, 129})
+    for (std::int64_t out : {1, 5, 64, 257})
+      for (std::int64_t in : {1, 10, 33})
+        for (bool relu : {false, true})
+          for (std::int64_t offset : {0, 4}) {  // floats: 16-byte steps off the block start
+            const auto x = random_floats(std::size_t(offset + rows * in), unsigned(rows * 7 + in));
+            const auto w = random_floats(std::size_t(offset + out * in), unsigned(out * 3 + in));
+            const auto b = random_floats(std::size_t(offset + out), unsigned(out + 11));
+            DeviceArray<float> dx(x), dw(w), db(b),
+                dy(std::vector<float>(std::size_t(offset + rows * out), -7.f)),
+                ref(std::vector<float>(std::size_t(rows * out), 0.f));
+            kc::bias_rows<float>(db.get() + offset, ref.get(), rows, out, exec);
+            kc::gemm<float>(false, true, rows, out, in, 1.f, dx.get() + offset, in,
+                            dw.get() + offset, in, 1.f, ref.get(), out, exec);
+            if (relu) kc::relu_forward<float>(ref.get(), ref.get(), rows * out, exec);
+            const bool ran =
+                kc::linear_epilogue<float>(rows, out, in, dx.get() + offset, dw.get() + offset,
+                                           db.get() + offset, dy.get() + offset, relu, exec);
+            auto got = dy.to_host();
+            got.erase(got.begin(), got.begin() + offset);
+            if (!ran) {  // nothing written
+              for (float v : got) ASSERT_EQ(v, -7.f);
+              continue;
+            }
+            ++fused;
+            ASSERT_TRUE(close(got, ref.to_host()))
+                << "rows=" << rows << " out=" << out << " in=" << in << " relu=" << relu
+                << " offset=" << offset;
+          }
+  // cuBLASLt has BIAS and RELU_BIAS epilogues for fp32 on sm_90: most of the 192 cases fuse.
+  EXPECT_GT(fused, 96) << "cuBLASLt offered an algorithm for only " << fused << " of 192 cases";
+  // A bias 4 bytes off a 16-byte boundary: refused, y untouched.
+  DeviceArray<float> dx(random_floats(40, 1)), dw(random_floats(40, 2)), db(random_floats(8, 3)),
+      dy(std::vector<float>(16, -7.f));
+  EXPECT_FALSE(kc::linear_epilogue<float>(4, 4, 10, dx.get(), dw.get(), db.get() + 1, dy.get(),
+                                          false, exec));
+  for (float v : dy.to_host()) EXPECT_EQ(v, -7.f);
+  EXPECT_FALSE(
+      kc::linear_epilogue<float>(4, 4, 0, dx.get(), dw.get(), db.get(), dy.get(), false, exec));
+}
+
+// What the fused ReLU does with NaN decides whether linear may use it: torch.relu (and our
+// relu_forward) keeps NaN, so a NaN pre-activation must stay NaN (else a diverging model would
+// train on silently, its NaN loss hidden). Recorded here so the first GPU run says which it is.
+TEST(CudaKernels, LinearEpilogueReluKeepsNaN) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  DeviceArray<float> dx(std::vector<float>{nan, 1.f, 1.f, 1.f}), dw(std::vector<float>{1.f, 1.f}),
+      db(std::vector<float>{-5.f, 0.f, 0.f, 0.f}), dy(std::vector<float>(2, 0.f));
+  // x [2, 2] = {{nan, 1}, {1, 1}}, w [1, 2] = {{1, 1}}, bias [1] = {-5}: y = {nan, -3} → relu.
+  if (!kc::linear_epilogue<float>(2, 1, 2, dx.get(), dw.get(), db.get(), dy.get(), true,
+                                  kc::on_device(0)))
+    GTEST_SKIP() << "cuBLASLt offered no RELU_BIAS algorithm for [2,2]x[1,2]";
+  const auto got = dy.to_host();
+  EXPECT_TRUE(std::isnan(got[0])) << "cuBLASLt's RELU_BIAS epilogue turned NaN into " << got[0];
+  EXPECT_EQ(got[1], 0.f);
+}
+
 // ---- elementwise -------------------------------------------------------------------------------
 
 TEST(CudaKernels, AddMulReluMatchReference) {

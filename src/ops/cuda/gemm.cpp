@@ -1,11 +1,16 @@
-// Row-major GEMM on cuBLAS (see kernels.h): fp32/fp64, and autocast's bf16 GEMM on
-// cublasGemmEx; and on_device().
+// Row-major GEMM on cuBLAS (see kernels.h): fp32/fp64, autocast's bf16 GEMM on cublasGemmEx,
+// linear's forward with a fused bias (+ ReLU) epilogue on cuBLASLt; and on_device().
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <array>
 #include <climits>
+#include <cstdint>
+#include <map>
 #include <mutex>
+#include <tuple>
+#include <type_traits>
 
 #include "cuda/check.h"
 #include "lockstep/cuda/allocator.h"
@@ -186,6 +191,156 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                      b16.data_as<std::uint16_t>(), ldb, beta, c, ldc, exec);
   round_to_bfloat16(c, c, m * n, exec);
 }
+
+namespace {
+
+// One cuBLASLt handle per device, as handle_for (never destroyed).
+cublasLtHandle_t lt_handle_for(int device) {
+  static std::mutex mutex;
+  static std::array<cublasLtHandle_t, kMaxDevices> handles{};
+  if (device < 0 || device >= kMaxDevices)
+    throw CudaError("cuBLASLt: " + ::lockstep::cuda::detail::device_name(device) +
+                    " is outside the devices Lockstep supports");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!handles[device]) {
+    cublasLtHandle_t h = nullptr;
+    LOCKSTEP_CUBLAS_CHECK(cublasLtCreate(&h), device, "cublasLtCreate");
+    handles[device] = h;
+  }
+  return handles[device];
+}
+
+// The largest power of two up to 256 dividing the address (cuBLASLt's alignment preferences).
+std::uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t al = 256;
+  while (al > 1 && a % al != 0) al /= 2;
+  return al;
+}
+
+// The descriptors of one call, destroyed on every path out.
+struct LtDescriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtDescriptors() = default;
+  LtDescriptors(const LtDescriptors&) = delete;
+  LtDescriptors& operator=(const LtDescriptors&) = delete;
+  ~LtDescriptors() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// The algorithm cuBLASLt's heuristic chose for one key, or none (found == false).
+struct LtChoice {
+  bool found = false;
+  cublasLtMatmulAlgo_t algo{};
+  std::size_t workspace = 0;
+};
+using LtKey = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::uint32_t,
+                         std::uint32_t, std::uint32_t, std::uint32_t, bool>;
+
+// Workspace cuBLASLt may use (NVIDIA recommends 32 MiB on Hopper); taken from the caching
+// allocator per call, ordered on the compute stream like every other scratch block.
+constexpr std::uint64_t kLtWorkspaceBytes = 32ull << 20;
+
+}  // namespace
+
+template <class T>
+bool linear_epilogue(std::int64_t rows, std::int64_t out, std::int64_t in, const T* x, const T* w,
+                     const T* bias, T* y, bool relu, Exec exec) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  if (rows <= 0 || out <= 0 || in <= 0 || bias == nullptr) return false;
+  if (alignment_of(bias) < 16) return false;
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  // Row-major y[rows, out] is column-major yᵀ[out, rows] (ld out) = W · xᵀ with W stored as
+  // column-major [in, out] (ld in, op T) and x as column-major [in, rows] (ld in, op N): m = out,
+  // n = rows, k = in; the bias (length m) runs along yᵀ's rows, broadcast over its columns.
+  const IntDims d = int_dims(rows, out, in, in, in, out);
+  constexpr bool is_float = std::is_same_v<T, float>;
+  const cudaDataType_t type = is_float ? CUDA_R_32F : CUDA_R_64F;
+  const cublasComputeType_t compute = is_float ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
+  const std::string what = std::string(relu ? "RELU_BIAS" : "BIAS") + " epilogue, " +
+                           (is_float ? "float" : "double") + ", " +
+                           shape_text(rows, out, in, false, true);
+  const int dev = exec.device;
+  LtDescriptors ds;
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds.op, compute, type), dev,
+                        "cublasLtMatmulDescCreate (" + what + ")");
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  const void* bias_ptr = bias;
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* v, std::size_t size) {
+    LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, attr, v, size), dev,
+                          "cublasLtMatmulDescSetAttribute (" + what + ")");
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t);
+  set(CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n);
+  set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+  set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr);
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.a, type, d.k, d.n, d.k), dev,
+                        "cublasLtMatrixLayoutCreate (W, " + what + ")");
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.b, type, d.k, d.m, d.k), dev,
+                        "cublasLtMatrixLayoutCreate (x, " + what + ")");
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.c, type, d.n, d.m, d.n), dev,
+                        "cublasLtMatrixLayoutCreate (y, " + what + ")");
+  cublasLtHandle_t lt = lt_handle_for(dev);
+  const std::uint32_t al_w = alignment_of(w), al_x = alignment_of(x), al_y = alignment_of(y),
+                      al_b = alignment_of(bias);
+  LtChoice choice;
+  {
+    static std::mutex mutex;
+    static std::map<LtKey, LtChoice> cache;
+    const LtKey key{dev, is_float ? 4 : 8, rows, out, in, al_w, al_x, al_y, al_b, relu};
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&ds.pref), dev,
+                            "cublasLtMatmulPreferenceCreate (" + what + ")");
+      auto pref = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* v, std::size_t size) {
+        LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, attr, v, size), dev,
+                              "cublasLtMatmulPreferenceSetAttribute (" + what + ")");
+      };
+      pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kLtWorkspaceBytes, sizeof kLtWorkspaceBytes);
+      pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_w, sizeof al_w);
+      pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_x, sizeof al_x);
+      pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_y, sizeof al_y);
+      pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_y, sizeof al_y);
+      cublasLtMatmulHeuristicResult_t result{};
+      int returned = 0;
+      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, ds.op, ds.a, ds.b, ds.c, ds.c,
+                                                               ds.pref, 1, &result, &returned);
+      // NOT_SUPPORTED (or no result) is an answer, "no algorithm": the unfused path runs.
+      if (st != CUBLAS_STATUS_NOT_SUPPORTED)
+        LOCKSTEP_CUBLAS_CHECK(st, dev, "cublasLtMatmulAlgoGetHeuristic (" + what + ")");
+      LtChoice c;
+      if (st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+        c.found = true;
+        c.algo = result.algo;
+        c.workspace = result.workspaceSize;
+      }
+      it = cache.emplace(key, c).first;
+    }
+    choice = it->second;
+  }
+  if (!choice.found) return false;
+  ::lockstep::cuda::DeviceBuffer workspace(choice.workspace, dev);
+  const T alpha = 1, beta = 0;
+  LOCKSTEP_CUBLAS_CHECK(
+      cublasLtMatmul(lt, ds.op, &alpha, w, ds.a, x, ds.b, &beta, y, ds.c, y, ds.c, &choice.algo,
+                     workspace.data(), choice.workspace, exec.stream),
+      dev, "cublasLtMatmul (" + what + ")");
+  return true;
+}
+
+template bool linear_epilogue<float>(std::int64_t, std::int64_t, std::int64_t, const float*,
+                                     const float*, const float*, float*, bool, Exec);
+template bool linear_epilogue<double>(std::int64_t, std::int64_t, std::int64_t, const double*,
+                                      const double*, const double*, double*, bool, Exec);
 
 template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                           std::int64_t, const float*, std::int64_t, float, float*, std::int64_t,

@@ -39,6 +39,22 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc, Exec exec);
 
+/// Linear's forward in ONE cuBLASLt call with a fused epilogue: y[r, j] = Σ_k x[r, k]·w[j, k] +
+/// bias[j], and with `relu` then max(·, 0) (CUBLASLT_EPILOGUE_BIAS / CUBLASLT_EPILOGUE_RELU_BIAS;
+/// cuBLASLt API reference, "cublasLtEpilogue_t"), for x [rows, in], w [out, in], bias [out],
+/// y [rows, out], all contiguous; float (CUBLAS_COMPUTE_32F: no TF32) or double (COMPUTE_64F).
+/// The unfused path it replaces is bias_rows + gemm (beta = 1) [+ relu_forward]: 2 or 3 launches.
+/// Returns false, having enqueued nothing, where cuBLASLt offers no algorithm for the shape and
+/// the pointers' alignments (the heuristic is asked with each pointer's real alignment, up to 256
+/// bytes) or where the bias is not 16-byte aligned (an alignment cuBLASLt's bias epilogue is
+/// known to need in practice); the caller then runs the unfused path. rows, out or in == 0:
+/// false as well. The chosen algorithm is cached per (device, dtype, sizes, alignments, relu).
+/// CublasError naming cublasLtMatmul and the shape when the call itself fails.
+/// Not used by linear yet: bench_cuda measures it against the unfused path first (docs/cuda.md).
+template <class T>
+bool linear_epilogue(std::int64_t rows, std::int64_t out, std::int64_t in, const T* x, const T* w,
+                     const T* bias, T* y, bool relu, Exec exec);
+
 /// Autocast's bf16 GEMM (lockstep/ops/autocast.h), same row-major contract as gemm<float> with
 /// alpha = 1: A and B (fp32) are rounded to bf16 into scratch blocks from the caching allocator
 /// (round_to_bfloat16_cast), multiplied by cublasGemmEx with CUDA_R_16BF inputs, CUDA_R_32F

@@ -22,23 +22,28 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
-// One handle per device, created on first use with that device current; never destroyed (a
-// handle destroyed during static destruction may outlive the CUDA context).
-cublasHandle_t handle_for(int device) {
+// One handle of a library per device, created on first use by `create(device)`; never destroyed
+// (a handle destroyed during static destruction may outlive the CUDA context).
+template <class Handle, class Create>
+Handle handle_of(int device, const char* library, Create create) {
   static std::mutex mutex;
-  static std::array<cublasHandle_t, kMaxDevices> handles{};
+  static std::array<Handle, kMaxDevices> handles{};
   if (device < 0 || device >= kMaxDevices)
-    throw CudaError("cuBLAS: " + ::lockstep::cuda::detail::device_name(device) +
+    throw CudaError(std::string(library) + ": " + ::lockstep::cuda::detail::device_name(device) +
                     " is outside the devices Lockstep supports");
   std::lock_guard<std::mutex> lock(mutex);
-  if (!handles[device]) {
-    cublasHandle_t h = nullptr;
-    LOCKSTEP_CUBLAS_CHECK(cublasCreate(&h), device, "cublasCreate");
-    // fp32 stays fp32: no TF32 tensor-core rounding unless asked for later (bf16 is issue 6.4).
-    LOCKSTEP_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), device, "cublasSetMathMode");
-    handles[device] = h;
-  }
+  if (!handles[device]) handles[device] = create(device);
   return handles[device];
+}
+
+cublasHandle_t handle_for(int device) {
+  return handle_of<cublasHandle_t>(device, "cuBLAS", [](int d) {
+    cublasHandle_t h = nullptr;
+    LOCKSTEP_CUBLAS_CHECK(cublasCreate(&h), d, "cublasCreate");
+    // fp32 stays fp32: no TF32 tensor-core rounding unless asked for later (bf16 is issue 6.4).
+    LOCKSTEP_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), d, "cublasSetMathMode");
+    return h;
+  });
 }
 
 int to_int(std::int64_t v, const char* what) {
@@ -194,20 +199,12 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 
 namespace {
 
-// One cuBLASLt handle per device, as handle_for (never destroyed).
 cublasLtHandle_t lt_handle_for(int device) {
-  static std::mutex mutex;
-  static std::array<cublasLtHandle_t, kMaxDevices> handles{};
-  if (device < 0 || device >= kMaxDevices)
-    throw CudaError("cuBLASLt: " + ::lockstep::cuda::detail::device_name(device) +
-                    " is outside the devices Lockstep supports");
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!handles[device]) {
+  return handle_of<cublasLtHandle_t>(device, "cuBLASLt", [](int d) {
     cublasLtHandle_t h = nullptr;
-    LOCKSTEP_CUBLAS_CHECK(cublasLtCreate(&h), device, "cublasLtCreate");
-    handles[device] = h;
-  }
-  return handles[device];
+    LOCKSTEP_CUBLAS_CHECK(cublasLtCreate(&h), d, "cublasLtCreate");
+    return h;
+  });
 }
 
 // The largest power of two up to 256 dividing the address (cuBLASLt's alignment preferences).

@@ -125,6 +125,25 @@ TEST(DataParallelCuda, DeterministicBitIdenticalAcrossGpuCounts) {
   }
 }
 
+// Under bf16 autocast (cublasGemmEx per shard, fp32 accumulation): twice the same bits on cuda:0,
+// and, where there are two or more GPUs, the same bits on all of them (20 steps of each file).
+TEST(DataParallelCuda, DeterministicUnderBf16AutocastIsBitIdentical) {
+  LOCKSTEP_REQUIRE_CUDA();
+  parallel::DataParallelOptions o;
+  o.deterministic = true;
+  const int n = cuda::device_count();
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    auto run = [&](int k) {
+      return run_golden_data_parallel(g, gpus(k), Path::Reducer, o, /*fused=*/false,
+                                      /*autocast=*/true, /*max_steps=*/20);
+    };
+    const GoldenRun one = run(1);
+    expect_bit_identical(one, run(1), name + " bf16 deterministic, two runs");
+    if (n >= 2) expect_bit_identical(one, run(n), name + " bf16 deterministic, 1 vs all GPUs");
+  }
+}
+
 // The GPU and the CPU run the same plan and tree; their GEMMs differ (cuBLAS vs OpenBLAS), so the
 // results agree within the GPU tolerance, not bit for bit.
 TEST(DataParallelCuda, DeterministicOnGpuAgreesWithDeterministicOnCpu) {

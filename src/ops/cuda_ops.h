@@ -43,6 +43,11 @@ void tanh_backward(const Tensor& grad_out, const Tensor& y, const Tensor& grad_i
 void sum_all(const Tensor& x, double divisor, const Tensor& out);
 /// out[j] = Σ_i g[i, j] for g [rows, cols], out [cols] (Linear's bias gradient).
 void bias_grad(const Tensor& g, const Tensor& out);
+/// Deterministic mode's fixed pairwise tree over the rows of slots [rows, width] (contiguous,
+/// float32 or float64, on a CUDA device), per column: row 0 ← the total, rows 1.. partial sums;
+/// bit for bit parallel::detail::tree_sum_columns (kernels::cuda::tree_sum_rows). ShapeError
+/// unless slots is 2-d.
+void tree_sum_rows(const Tensor& slots);
 /// c[m, n] = op(a) op(b) (the CPU gemm2d contract of src/ops/linalg.cpp: row strides
 /// a.size(1), b.size(1), n). bf16 (float32 only): autocast's GEMM (lockstep/ops/autocast.h) —
 /// a and b cast to bf16, kernels::cuda::gemm_bf16, c rounded to bf16 once.

@@ -109,10 +109,6 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
     if (!seen.insert(d.str()).second)
       throw ValueError("DataParallel: device " + d.str() + " is listed twice");
   }
-  if (on_gpus && options_.deterministic)
-    throw ValueError(
-        "DataParallel: deterministic mode is not built for CUDA devices yet (its fixed-order "
-        "sums run on the host; docs/cuda.md)");
   if (options_.shard_size < 1) throw ValueError("DataParallel: shard_size must be at least 1");
   output_device_ = output_device.value_or(devices_.front());
   check_device_available(output_device_);

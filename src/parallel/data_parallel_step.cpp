@@ -2,13 +2,13 @@
 // path (forward_backward) and deterministic mode.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
 #include "lockstep/core/parallel.h"
 #include "lockstep/ops/ops.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "ops/cuda_ops.h"
 #include "parallel/detail.h"
 
 namespace lockstep::parallel {
@@ -44,16 +44,42 @@ DataParallel::Plan DataParallel::plan(std::int64_t batch) const {
   return p;
 }
 
-void DataParallel::store_piece_grads(std::size_t k, const Tensor& slots, std::size_t s,
-                                     std::vector<std::vector<char>>& had) {
-  Tensor row = narrow(slots, 0, static_cast<std::int64_t>(s), 1).reshape({master_.numel});
+void DataParallel::store_piece_grads(std::size_t k, const Tensor& rows, std::int64_t row,
+                                     std::vector<char>& had) {
+  Tensor dst = narrow(rows, 0, row, 1).reshape({master_.numel});
   NoGradGuard no_grad;
   for (std::size_t j = 0; j < master_.params.size(); ++j) {
     Tensor g = replica_flat_[k].params[j].grad();
     if (!g.defined()) continue;
-    had[s][j] = 1;
-    replica_flat_[k].view_of(row, j).copy_(g.to(devices_[k]));
+    had[j] = 1;
+    replica_flat_[k].view_of(dst, j).copy_(g.to(devices_[k]));
   }
+}
+
+std::vector<Tensor> DataParallel::row_blocks(const Tensor& slots, const Plan& pl) const {
+  std::vector<Tensor> blocks;
+  for (std::size_t k = 0; k < pl.ranges.size(); ++k) {
+    const auto [first, last] = pl.ranges[k];
+    const auto count = static_cast<std::int64_t>(last - first);
+    const bool direct =
+        slots.device() == devices_[k] || (slots.device().is_cpu() && devices_[k].is_cpu());
+    blocks.push_back(direct ? narrow(slots, 0, static_cast<std::int64_t>(first), count)
+                            : zeros({count, master_.numel}, slots.options().device(devices_[k])));
+  }
+  return blocks;
+}
+
+std::int64_t DataParallel::gather_rows(const Tensor& slots, const std::vector<Tensor>& blocks,
+                                       const Plan& pl) const {
+  NoGradGuard no_grad;
+  std::int64_t bytes = 0;
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    if (blocks[k].device() == slots.device()) continue;  // written in place
+    const auto first = static_cast<std::int64_t>(pl.ranges[k].first);
+    narrow(slots, 0, first, blocks[k].size(0)).copy_(blocks[k]);  // between GPUs: a peer copy
+    bytes += blocks[k].numel() * static_cast<std::int64_t>(element_size(blocks[k].dtype()));
+  }
+  return bytes;
 }
 
 std::vector<char> DataParallel::reduce_slots(const Tensor& slots,
@@ -61,12 +87,11 @@ std::vector<char> DataParallel::reduce_slots(const Tensor& slots,
   const std::int64_t width = master_.numel;
   const std::int64_t rows = slots.size(0);
   const auto n = static_cast<std::int64_t>(devices_.size());
-  if (!slots.device().is_cpu()) {
-    // On a GPU (never deterministic, so one piece per replica): row 0 += rows 1, 2, ... in order.
-    NoGradGuard no_grad;
-    Tensor total = narrow(slots, 0, 0, 1);
-    for (std::int64_t s = 1; s < rows; ++s) total.add_(narrow(slots, 0, s, 1));
-  } else
+  if (slots.device().is_cuda()) {
+    // On a GPU: one launch on the slots' device, one thread per column, the same tree
+    // (src/parallel/tree_sum.h), so the bits equal the CPU's.
+    cuda_ops::tree_sum_rows(slots);
+  } else {
     run_on_workers(devices_.size(), [&](std::size_t k) {
       std::int64_t lo = width * static_cast<std::int64_t>(k) / n;
       std::int64_t hi = width * static_cast<std::int64_t>(k + 1) / n;
@@ -75,6 +100,7 @@ std::vector<char> DataParallel::reduce_slots(const Tensor& slots,
       else
         tree_sum_columns(slots.data_ptr<float>(), rows, width, lo, hi);
     });
+  }
   std::vector<char> any(master_.params.size(), 0);
   for (const auto& h : had)
     for (std::size_t j = 0; j < h.size(); ++j) any[j] = any[j] || h[j];
@@ -93,14 +119,26 @@ Tensor DataParallel::forward(const Tensor& input) {
   const std::uint64_t step = is_training() ? step_++ : step_;
   const Plan pl = plan(input.size(0));
   std::vector<Tensor> outs(pl.pieces.size()), chunks(pl.pieces.size());
+  // On GPUs the copies that read another GPU (the master's parameters, an input on a GPU) are
+  // made on this thread before the workers start (see forward_backward_reducer).
+  const bool copy_first = devices_.front().is_cuda();
+  if (copy_first)
+    for (std::size_t k = 0; k < pl.ranges.size(); ++k) {
+      sync_replica(k);
+      for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s)
+        chunks[s] =
+            narrow(input.detach(), 0, pl.pieces[s].start, pl.pieces[s].size).to(devices_[k]);
+    }
   run_on_workers(pl.ranges.size(), [&](std::size_t k) {
-    sync_replica(k);
+    if (!copy_first) sync_replica(k);
     if (options_.deterministic) set_num_threads(1);  // one BLAS call per GEMM on any N
     GradMode::set_enabled(grad);
     clear_grads(*replicas_[k]);
     for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
       const Shard& piece = pl.pieces[s];
-      Tensor chunk = narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
+      Tensor chunk = copy_first
+                         ? chunks[s]
+                         : narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
       if (input_grad) chunk = chunk.clone().requires_grad_(true);
       DropoutKeyGuard key({options_.seed, step, piece.start});
       outs[s] = replicas_[k]->forward(chunk);
@@ -132,19 +170,32 @@ Tensor DataParallel::forward(const Tensor& input) {
         const bool retain = autograd::retain_graph_requested();
         Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
                              master_.buffer.options());
+        const std::vector<Tensor> blocks = row_blocks(slots, pl);
         std::vector<std::vector<char>> had(pl.pieces.size(),
                                            std::vector<char>(master_.params.size(), 0));
+        // On GPUs the output gradient's pieces are copied to the replicas' devices here, before
+        // the workers start (a worker's copy from the output device would wait for its stream).
+        const bool copy_first = devices_.front().is_cuda();
+        std::vector<Tensor> grads(pl.pieces.size());
+        for (std::size_t k = 0; copy_first && k < pl.ranges.size(); ++k)
+          for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s)
+            if (outs[s].requires_grad())
+              grads[s] = narrow(g, 0, pl.pieces[s].start, pl.pieces[s].size).to(devices_[k]);
         run_on_workers(pl.ranges.size(), [&](std::size_t k) {
           for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
             clear_grads(*replicas_[k]);
             const Shard& piece = pl.pieces[s];
             if (outs[s].requires_grad())
-              outs[s].backward(narrow(g, 0, piece.start, piece.size).to(devices_[k]).clone(),
+              outs[s].backward(copy_first
+                                   ? grads[s].clone()
+                                   : narrow(g, 0, piece.start, piece.size).to(devices_[k]).clone(),
                                retain);
-            store_piece_grads(k, slots, s, had);
+            store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
+                              had[s]);
           }
           clear_grads(*replicas_[k]);
         });
+        bytes_moved_ += gather_rows(slots, blocks, pl);  // rows computed on other GPUs
         std::vector<char> any = reduce_slots(slots, had);
         std::vector<Tensor> result;
         if (input_grad) {
@@ -595,32 +646,52 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   const std::vector<double> weights = normalized(counts, total);
   const std::int64_t local = static_cast<std::int64_t>(pl.pieces.size());
   const std::size_t nparams = master_.params.size();
+  // Row s of `slots` (on device_ids[0]) is shard s's gradient. Each worker writes its shards'
+  // rows into its block (row_blocks: a view of `slots`, or on another GPU a buffer of its own,
+  // copied into `slots` by gather_rows once every worker is done).
   Tensor slots = zeros({group ? std::max<std::int64_t>(widest, 1) : local, master_.numel},
                        master_.buffer.options());
+  const std::vector<Tensor> blocks = row_blocks(slots, pl);
   std::vector<std::vector<char>> had(pl.pieces.size(), std::vector<char>(nparams, 0));
   std::vector<double> losses(pl.pieces.size(), 0.0);
+  // On GPUs the copies that read another GPU (the master's parameters on device_ids[0], a batch
+  // on a GPU) are made on this thread before the workers start, as the reducer path does.
+  const bool copy_first = devices_.front().is_cuda();
+  std::vector<Tensor> xs(pl.pieces.size()), ys(pl.pieces.size());
+  if (copy_first)
+    for (std::size_t k = 0; k < pl.ranges.size(); ++k) {
+      sync_replica(k);
+      for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+        if (weights[s] == 0) continue;
+        xs[s] = narrow(input.detach(), 0, pl.pieces[s].start, pl.pieces[s].size).to(devices_[k]);
+        ys[s] = narrow(target.detach(), 0, pl.pieces[s].start, pl.pieces[s].size).to(devices_[k]);
+      }
+    }
   run_on_workers(pl.ranges.size(), [&](std::size_t k) {
-    sync_replica(k);
+    if (!copy_first) sync_replica(k);
     set_num_threads(1);  // one BLAS call per GEMM, the same on every device count
     EnableGradGuard grad_on;
     for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
       const Shard& piece = pl.pieces[s];
       if (weights[s] == 0) continue;
       clear_grads(*replicas_[k]);
-      Tensor x = narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
-      Tensor y = narrow(target.detach(), 0, piece.start, piece.size).to(devices_[k]);
+      Tensor x =
+          copy_first ? xs[s] : narrow(input.detach(), 0, piece.start, piece.size).to(devices_[k]);
+      Tensor y =
+          copy_first ? ys[s] : narrow(target.detach(), 0, piece.start, piece.size).to(devices_[k]);
       DropoutKeyGuard key({options_.seed, step, row_offset + piece.start});
       Tensor loss = loss_fn(replicas_[k]->forward(x), y);
       losses[s] = loss.item() * weights[s];
       backward_weighted(loss, weights[s]);
-      store_piece_grads(k, slots, s, had);
+      store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first), had[s]);
     }
     clear_grads(*replicas_[k]);
   });
-  // Bytes moved: parameters copied to the other local devices, plus shard rows gathered from
-  // (and sent to) the other ranks.
+  const std::int64_t row_bytes = gather_rows(slots, blocks, pl);
+  // Bytes moved: parameters copied to the other local devices and the rows they computed copied
+  // back (GPUs), plus shard rows gathered from (and sent to) the other ranks.
   const auto elem = static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
-  bytes_moved_ = parameter_copy_bytes(pl.ranges.size());
+  bytes_moved_ = parameter_copy_bytes(pl.ranges.size()) + row_bytes;
   if (group)
     bytes_moved_ += static_cast<std::int64_t>(group->size() - 1) *
                     std::max<std::int64_t>(widest, 1) * master_.numel * elem;
@@ -653,19 +724,19 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   }
   group->all_gather(slot_parts, slots);
   group->all_gather(meta_parts, meta);
+  // The rows stay on the device they were gathered to (over NCCL on a GPU: device to device).
   Tensor global =
       zeros({std::max<std::int64_t>(all_pieces, 1), master_.numel}, master_.buffer.options());
   std::vector<std::vector<char>> global_had;
   std::vector<double> global_losses;
   std::int64_t row = 0;
-  const std::size_t es = element_size(global.dtype());
   for (int r = 0; r < world; ++r) {
     const std::int64_t m = steps[static_cast<std::size_t>(r)].pieces;
     if (m == 0) continue;
-    std::memcpy(
-        static_cast<char*>(global.raw_data()) + static_cast<std::size_t>(row * master_.numel) * es,
-        slot_parts[static_cast<std::size_t>(r)].raw_data(),
-        static_cast<std::size_t>(m * master_.numel) * es);
+    {
+      NoGradGuard no_grad;
+      narrow(global, 0, row, m).copy_(narrow(slot_parts[static_cast<std::size_t>(r)], 0, 0, m));
+    }
     const double* md = meta_parts[static_cast<std::size_t>(r)].data_ptr<double>();
     for (std::int64_t s = 0; s < m; ++s) {
       std::vector<char> h(nparams);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lockstep/nn/module.h"
+#include "parallel/tree_sum.h"  // tree_sum_columns, tree_sum
 
 namespace lockstep::parallel::detail {
 
@@ -49,26 +50,6 @@ namespace lockstep::parallel::detail {
 // Sets every parameter's gradient to none.
 inline void clear_grads(nn::Module& m) {
   for (auto& p : m.parameters()) p.set_grad(Tensor());
-}
-
-// Fixed pairwise tree over rows [0, rows) of `slots` for columns [lo, hi): the result lands in
-// row 0. The tree depends only on `rows`, so the bits do not depend on who computes a column.
-template <class T>
-void tree_sum_columns(T* base, std::int64_t rows, std::int64_t width, std::int64_t lo,
-                      std::int64_t hi) {
-  for (std::int64_t stride = 1; stride < rows; stride *= 2)
-    for (std::int64_t i = 0; i + stride < rows; i += 2 * stride) {
-      T* dst = base + i * width;
-      const T* src = base + (i + stride) * width;
-      for (std::int64_t j = lo; j < hi; ++j) dst[j] += src[j];
-    }
-}
-
-inline double tree_sum(std::vector<double> v) {
-  auto n = static_cast<std::int64_t>(v.size());
-  for (std::int64_t stride = 1; stride < n; stride *= 2)
-    for (std::int64_t i = 0; i + stride < n; i += 2 * stride) v[i] += v[i + stride];
-  return v.empty() ? 0.0 : v[0];
 }
 
 }  // namespace lockstep::parallel::detail

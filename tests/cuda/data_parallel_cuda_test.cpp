@@ -1,8 +1,9 @@
 // DataParallel on CUDA devices (replicas on GPUs, gradients reduced over an NCCL group): the
 // golden trajectories through both training paths on one GPU (a group of size 1, which still
 // runs every NCCL call) and, where the machine has two or more, on all of its GPUs; the fused
-// optimizer's fallback; the refusals. Needs a GPU (each test skips with the reason otherwise;
-// tests/cuda/device_test.cpp has the refusals that need none).
+// optimizer's fallback; the refusals; deterministic mode (shards summed by the tree kernel on
+// cuda:0): the golden files, bit-identical twice and across GPU counts. Needs a GPU (each test
+// skips with the reason otherwise; tests/cuda/device_test.cpp has the refusals that need none).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,6 +13,7 @@
 #include "lockstep/lockstep.h"
 #include "support/golden.h"
 #include "support/helpers.h"
+#include "support/tolerance.h"
 
 namespace lockstep::testing {
 namespace {
@@ -69,14 +71,88 @@ TEST(DataParallelCuda, RunsTwiceBitIdenticalOnOneGpu) {
 TEST(DataParallelCuda, WhatIsNotBuiltOnGpusIsRefused) {
   LOCKSTEP_REQUIRE_CUDA();
   auto model = std::make_shared<nn::Linear>(3, 2);
-  parallel::DataParallelOptions det;
-  det.deterministic = true;
-  expect_error<ValueError>([&] { parallel::DataParallel dp(model, gpus(1), std::nullopt, det); },
-                           {"deterministic mode", "CUDA"});
   parallel::DataParallelOptions ddp;
   ddp.process_group = dist::new_thread_group(1)[0];
   expect_error<DeviceError>([&] { parallel::DataParallel dp(model, gpus(1), std::nullopt, ddp); },
                             {"DistributedDataParallel", "CUDA"});
+}
+
+// ---- deterministic mode on GPUs ----------------------------------------------------------------
+
+GoldenRun train_deterministic(const Golden& g, const std::vector<Device>& devices, Path path,
+                              bool fused = false) {
+  parallel::DataParallelOptions o;
+  o.deterministic = true;
+  return run_golden_data_parallel(g, devices, path, o, fused);
+}
+
+// Every golden file on cuda:0 in deterministic mode (shards of 8, the tree kernel on cuda:0)
+// through both paths: within the GPU tolerance of the golden files and the same bits twice (the
+// reducer path also with the fused optimizer, which makes the same step).
+TEST(DataParallelCuda, DeterministicOnCuda0MatchesGoldenAndRepeatsBitForBit) {
+  LOCKSTEP_REQUIRE_CUDA();
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    for (Path path : {Path::Reducer, Path::Gather}) {
+      const std::string what =
+          name + " deterministic" + (path == Path::Reducer ? " reducer" : " gather");
+      const GoldenRun a = train_deterministic(g, gpus(1), path);
+      expect_matches(a, g, what);
+      expect_bit_identical(a, train_deterministic(g, gpus(1), path), what + ", two runs");
+      if (path == Path::Reducer)
+        expect_bit_identical(a, train_deterministic(g, gpus(1), path, true),
+                             what + ", fused optimizer");
+    }
+  }
+}
+
+// 1 GPU and 2, …, every GPU (where there are 2 or more): the same bits through each path (the
+// same shards, per-shard GEMM shapes and tree on every device count; GPUs of one model with the
+// same SM count, see docs/cuda.md).
+TEST(DataParallelCuda, DeterministicBitIdenticalAcrossGpuCounts) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const int n = cuda::device_count();
+  if (n < 2) GTEST_SKIP() << "needs two or more GPUs, this machine has " << n;
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    for (Path path : {Path::Reducer, Path::Gather}) {
+      const GoldenRun one = train_deterministic(g, gpus(1), path);
+      for (int k = 2; k <= n; ++k)
+        expect_bit_identical(one, train_deterministic(g, gpus(k), path),
+                             name + (path == Path::Reducer ? " reducer" : " gather") + " on " +
+                                 std::to_string(k) + " GPUs vs 1");
+    }
+  }
+}
+
+// Under bf16 autocast (cublasGemmEx per shard, fp32 accumulation): twice the same bits on cuda:0,
+// and, where there are two or more GPUs, the same bits on all of them (20 steps of each file).
+TEST(DataParallelCuda, DeterministicUnderBf16AutocastIsBitIdentical) {
+  LOCKSTEP_REQUIRE_CUDA();
+  parallel::DataParallelOptions o;
+  o.deterministic = true;
+  const int n = cuda::device_count();
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    auto run = [&](int k) {
+      return run_golden_data_parallel(g, gpus(k), Path::Reducer, o, /*fused=*/false,
+                                      /*autocast=*/true, /*max_steps=*/20);
+    };
+    const GoldenRun one = run(1);
+    expect_bit_identical(one, run(1), name + " bf16 deterministic, two runs");
+    if (n >= 2) expect_bit_identical(one, run(n), name + " bf16 deterministic, 1 vs all GPUs");
+  }
+}
+
+// The GPU and the CPU run the same plan and tree; their GEMMs differ (cuBLAS vs OpenBLAS), so the
+// results agree within the GPU tolerance, not bit for bit.
+TEST(DataParallelCuda, DeterministicOnGpuAgreesWithDeterministicOnCpu) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const Golden g = load_golden(golden_names().front());
+  const GoldenRun gpu = train_deterministic(g, gpus(1), Path::Reducer);
+  const GoldenRun host = train_deterministic(g, {cpu(0), cpu(1)}, Path::Reducer);
+  for (const auto& [key, t] : host.final_params)
+    EXPECT_TRUE(close(gpu.final_params.at(key).to_vector<double>(), t.to_vector<double>())) << key;
 }
 
 // The replicas' parameters are refreshed from the master before each step: after a step every

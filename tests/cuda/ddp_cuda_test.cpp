@@ -9,7 +9,10 @@
 // through both training paths, bit-identical twice; the refusals that need an NCCL group; the CLI
 // with --backend nccl alone equals --devices cuda:0, and refuses more ranks than GPUs. With two
 // or more GPUs: two thread ranks, each on its own GPU, reproduce the golden trajectories and stay
-// bit-identical to each other. Each test that needs a GPU (or two) skips with the reason.
+// bit-identical to each other. Deterministic mode: one rank on cuda:0, and two thread ranks on two
+// GPUs, bit-identical to DataParallel's deterministic mode on cuda:0; the CLI's --deterministic on
+// a GPU the same weights twice, through --backend nccl and on two GPUs. Each test that needs a
+// GPU (or two) skips with the reason.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -24,6 +27,7 @@
 #include "lockstep/lockstep.h"
 #include "support/golden.h"
 #include "support/helpers.h"
+#include "support/tolerance.h"
 
 namespace lockstep::testing {
 namespace {
@@ -160,11 +164,14 @@ enum class Path { Gather, Reducer };
 // Rank `rank` of `world` trains golden `g` on cuda:`rank` through DDP over an NCCL group
 // bootstrapped by `boot`; every global batch is split across ranks with split_batch (the gather
 // path only with world 1: its gradient is the mean of the ranks' own mean-loss gradients).
+// In deterministic mode the batch is split in whole shards (split_batch with the shard size).
 GoldenRun train_ddp(const Golden& g, int world, int rank,
-                    const std::shared_ptr<dist::ProcessGroup>& boot, Path path) {
+                    const std::shared_ptr<dist::ProcessGroup>& boot, Path path,
+                    bool deterministic = false) {
   auto group = dist::new_nccl_group(boot, gpu(rank));
   parallel::DistributedDataParallelOptions o;
   o.device_ids = {gpu(rank)};
+  o.deterministic = deterministic;
   auto ddp = std::make_shared<parallel::DistributedDataParallel>(build_mlp(g), group, o);
   auto optimizer = build_optimizer(g, ddp->parameters());
   Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
@@ -176,8 +183,8 @@ GoldenRun train_ddp(const Golden& g, int world, int rank,
   for (std::int64_t epoch = 0; epoch < g.epochs; ++epoch) {
     ddp->train();
     for (const auto& [bx, by] : loader) {
-      const auto [start, size] =
-          parallel::split_batch(bx.size(0), world)[static_cast<std::size_t>(rank)];
+      const auto [start, size] = parallel::split_batch(
+          bx.size(0), world, deterministic ? o.shard_size : 0)[static_cast<std::size_t>(rank)];
       Tensor x = bx.narrow(0, start, size), y = by.narrow(0, start, size);
       optimizer->zero_grad();
       if (path == Path::Gather) {
@@ -254,6 +261,52 @@ TEST(DdpCuda, GoldenTrajectoriesTwoRanksOnTwoGpus) {
   }
 }
 
+// ---- deterministic mode over NCCL ---------------------------------------------------------------
+
+// DataParallel in deterministic mode on cuda:0 alone: the reference of the DDP runs below.
+GoldenRun train_dp_deterministic(const Golden& g) {
+  parallel::DataParallelOptions o;
+  o.deterministic = true;
+  return run_golden_data_parallel(g, {gpu(0)}, DataParallelPath::Reducer, o);
+}
+
+// One rank on cuda:0 (shard rows all_gathered over an NCCL group of one, the tree kernel on
+// cuda:0): the golden files, and bit-identical to DataParallel's deterministic mode on cuda:0 —
+// parameters, step losses (both the same tree of shard losses) and validation losses.
+TEST(DdpCuda, DeterministicOneRankEqualsDataParallelOnCuda0) {
+  LOCKSTEP_REQUIRE_CUDA();
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    const GoldenRun ddp =
+        train_ddp(g, 1, 0, dist::new_thread_group(1)[0], Path::Reducer, /*deterministic=*/true);
+    expect_matches(ddp, g, name + " deterministic DDP");
+    expect_bit_identical(ddp, train_dp_deterministic(g), name + " DDP vs DataParallel");
+  }
+}
+
+// Two thread ranks on two GPUs: each rank's shards' rows gathered over NCCL, the same tree on
+// every rank: both ranks bit-identical to DataParallel's deterministic mode on cuda:0.
+TEST(DdpCuda, DeterministicTwoRanksOnTwoGpusEqualDataParallelOnCuda0) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const int n = cuda::device_count();
+  if (n < 2) GTEST_SKIP() << "needs two GPUs, this machine has " << n;
+  for (const std::string& name : golden_names()) {
+    const Golden g = load_golden(name);
+    std::vector<GoldenRun> runs(2);
+    const auto errors = run_thread_ranks(2, [&](int rank, const auto& boot) {
+      runs[static_cast<std::size_t>(rank)] =
+          train_ddp(g, 2, rank, boot, Path::Reducer, /*deterministic=*/true);
+    });
+    for (int r = 0; r < 2; ++r)
+      ASSERT_FALSE(errors[static_cast<std::size_t>(r)])
+          << name << " rank " << r << ": "
+          << exception_message(errors[static_cast<std::size_t>(r)]);
+    const GoldenRun single = train_dp_deterministic(g);
+    expect_bit_identical(runs[0], single, name + " rank 0 vs DataParallel on cuda:0");
+    expect_bit_identical(runs[1], single, name + " rank 1 vs DataParallel on cuda:0");
+  }
+}
+
 TEST(DdpCuda, RefusalsThatNeedAGpu) {
   LOCKSTEP_REQUIRE_CUDA();
   auto model = std::make_shared<nn::Linear>(3, 2);
@@ -261,10 +314,6 @@ TEST(DdpCuda, RefusalsThatNeedAGpu) {
   auto group = dist::new_nccl_group(boot, gpu(0));
   parallel::DistributedDataParallelOptions o;
   o.device_ids = {gpu(0)};
-  o.deterministic = true;
-  expect_error<ValueError>([&] { parallel::DistributedDataParallel ddp(model, group, o); },
-                           {"deterministic mode", "CUDA"});
-  o.deterministic = false;
   // An NCCL group without a bootstrap cannot carry the step's CPU exchanges.
   auto no_boot = dist::new_nccl_group({gpu(0)})[0];
   expect_error<DeviceError>([&] { parallel::DistributedDataParallel ddp(model, no_boot, o); },
@@ -320,9 +369,40 @@ TEST(DdpCudaCli, BackendNcclAloneEqualsOneGpu) {
   // --devices naming another device than the rank's GPU is refused.
   e2e::expect_usage_error({"train", "--backend", "nccl", "--devices", "cpu:0"},
                           {"--devices cpu:0 with --backend nccl", "cuda:0"});
-  // Deterministic mode is not built on GPUs.
-  e2e::expect_error({"train", "--backend", "nccl", "--deterministic", "--epochs", "1"},
-                    {"deterministic"});
+}
+
+// The weights a run saved, bit for bit equal to another's (every tensor, same names).
+void expect_same_weights(const std::string& a, const std::string& b, const std::string& what) {
+  const StateDict wa = safetensors::to_state_dict(safetensors::load_file(a));
+  const StateDict wb = safetensors::to_state_dict(safetensors::load_file(b));
+  ASSERT_EQ(wa.size(), wb.size()) << what;
+  for (const auto& [key, t] : wb) EXPECT_TRUE(BitEqual(wa.at(key), t)) << what << ": " << key;
+}
+
+// `--deterministic` on GPUs: --devices cuda:0 twice gives the same weights; --backend nccl (DDP,
+// one rank on cuda:0) the same as --devices cuda:0; where there are two GPUs, --devices
+// cuda:0,cuda:1 the same as cuda:0 alone.
+TEST(DdpCudaCli, DeterministicOnGpusTrainsTheSameWeights) {
+  LOCKSTEP_REQUIRE_CUDA();
+  e2e::TempDir dir;
+  const std::vector<std::string> common{"train", "--epochs",       "2", "--quiet", "--seed",
+                                        "5",     "--deterministic"};
+  auto train = [&](const std::vector<std::string>& extra, const std::string& save) {
+    e2e::RunResult r = e2e::lockstep(common + extra + std::vector<std::string>{"--save", save});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r;
+  };
+  const std::string a = dir / "a", b = dir / "b", c = dir / "c", d = dir / "d";
+  train({"--devices", "cuda:0"}, a);
+  train({"--devices", "cuda:0"}, b);
+  expect_same_weights(a, b, "--devices cuda:0 twice");
+  const e2e::RunResult nccl = train({"--backend", "nccl"}, c);
+  EXPECT_NE(nccl.out.find("devices=cuda:0 world_size=1"), std::string::npos) << nccl.out;
+  expect_same_weights(c, a, "--backend nccl vs --devices cuda:0");
+  if (cuda::device_count() >= 2) {
+    train({"--devices", "cuda:0,cuda:1"}, d);
+    expect_same_weights(d, a, "--devices cuda:0,cuda:1 vs cuda:0");
+  }
 }
 
 // Under an MPI launcher with more ranks on the node than GPUs: refused before MPI starts, naming

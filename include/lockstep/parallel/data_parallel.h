@@ -18,16 +18,21 @@
 // devices (cuda:k, never mixed with CPU devices): each replica lives on its GPU, receives the
 // master's flat parameter buffer (on device_ids[0]) by one device copy per step, and the reducer
 // sums gradients over an NCCL group made with ncclCommInitAll (dist::new_nccl_group), reducing to
-// device_ids[0]. On GPUs there is no deterministic mode (refused at construction, docs/cuda.md);
-// a process_group (DistributedDataParallel) must be an NCCL group on the one GPU listed (see
-// distributed.h). The GPU path is verified by compilation and by the GPU tests, which need a GPU
-// (tests/cuda/).
+// device_ids[0]; a process_group (DistributedDataParallel) must be an NCCL group on the one GPU
+// listed (see distributed.h). The GPU path is verified by compilation and by the GPU tests, which
+// need a GPU (tests/cuda/).
 //
 // Deterministic mode (options.deterministic): the global batch is cut into shards of
 // options.shard_size samples, independent of the device count; each shard's gradient is computed
 // on its own with the same shapes wherever it runs, and shard gradients are combined by one fixed
-// pairwise tree over shard indices. Final parameters are then bit-identical for any number of
-// devices. Cost: per-shard GEMMs (smaller, less efficient) and a [shards, parameters] buffer.
+// pairwise tree over shard indices (src/parallel/tree_sum.h). Final parameters are then
+// bit-identical for any number of devices. Cost: per-shard GEMMs (smaller, less efficient) and a
+// [shards, parameters] buffer (float32/float64, the parameters' dtype) on device_ids[0]. On GPUs
+// the same plan: shard gradients are computed on each GPU, their rows copied to device_ids[0]
+// after the workers finish and summed there by a CUDA kernel walking the same tree, so the bits
+// equal for every GPU count — on GPUs of one model and SM count with one CUDA toolkit, per
+// cuBLAS's reproducibility statement (docs/cuda.md, "Deterministic mode on GPUs"); GPU and CPU
+// runs agree within tolerance only (different GEMM libraries).
 #pragma once
 
 #include <functional>
@@ -46,7 +51,7 @@
 namespace lockstep::parallel {
 
 struct DataParallelOptions {
-  /// Bit-identical results for any device count (see above).
+  /// Bit-identical results for any device count, on CPU devices and on GPUs alike (see above).
   bool deterministic = false;
   /// Samples per shard in deterministic mode.
   std::int64_t shard_size = 8;
@@ -89,8 +94,8 @@ class DataParallel : public nn::Module {
   /// cloned. An empty `device_ids` means default_devices(). DeviceError for CPU and CUDA devices
   /// mixed; on CUDA devices with a process_group (DistributedDataParallel): ValueError for more
   /// than one device, DeviceError unless the group is an NCCL group on that device made through a
-  /// bootstrap group (dist::new_nccl_group(bootstrap, device)); ValueError for deterministic mode
-  /// on CUDA devices; NcclError when NCCL cannot set up the GPUs.
+  /// bootstrap group (dist::new_nccl_group(bootstrap, device)); ValueError for shard_size < 1;
+  /// NcclError when NCCL cannot set up the GPUs.
   explicit DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> device_ids = {},
                         std::optional<Device> output_device = std::nullopt,
                         DataParallelOptions options = {});
@@ -273,10 +278,22 @@ class DataParallel : public nn::Module {
   std::vector<Shard> shards(std::int64_t batch) const;
   std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t nshards) const;
   Plan plan(std::int64_t batch) const;
-  // Copies replica k's gradients into row s of `slots`, marking which parameters had one.
-  void store_piece_grads(std::size_t k, const Tensor& slots, std::size_t s,
-                         std::vector<std::vector<char>>& had);
-  // Sums the rows of `slots` into row 0 with the fixed tree (columns split over the workers);
+  // Copies replica k's gradients into row `row` of `rows` (its block, see row_blocks), marking
+  // in `had` (one flag per parameter) which parameters had one.
+  void store_piece_grads(std::size_t k, const Tensor& rows, std::int64_t row,
+                         std::vector<char>& had);
+  // Per device k of the plan, the [pieces of k, parameters] block its worker writes its pieces'
+  // gradient rows into: rows [ranges[k].first, ranges[k].second) of `slots` itself where device k
+  // writes slots' memory directly (slots' own device; CPU devices, which share RAM), otherwise a
+  // zeroed buffer on device k that gather_rows copies into `slots` on the calling thread once the
+  // workers are done (made by a worker, a copy between GPUs would wait for the other GPU's
+  // stream, and may wait for an NCCL call there).
+  std::vector<Tensor> row_blocks(const Tensor& slots, const Plan& pl) const;
+  // Returns the bytes copied.
+  std::int64_t gather_rows(const Tensor& slots, const std::vector<Tensor>& blocks,
+                           const Plan& pl) const;
+  // Sums the rows of `slots` into row 0 with the fixed tree of src/parallel/tree_sum.h (on the
+  // CPU with its columns split over the workers, on a GPU by one kernel launch, the same bits);
   // returns, per parameter, whether any piece produced a gradient.
   std::vector<char> reduce_slots(const Tensor& slots, const std::vector<std::vector<char>>& had);
   Tensor forward_backward_deterministic(const Tensor& input, const Tensor& target,

@@ -12,8 +12,9 @@
 // path's has-grad flags) and evaluate_exact's sums are CPU tensors, which the NCCL group sends to
 // its bootstrap (dist/nccl.h). The gradient is the same as one process on the global batch
 // (allclose: NCCL's reduction order, see nccl.h). Refused on GPUs: several GPUs per process
-// (ValueError), deterministic mode (ValueError), any other group (DeviceError); see
-// docs/cuda.md. Verified on a GPU by tests/cuda/ddp_cuda_test.cpp only where one is present.
+// (ValueError), any other group (DeviceError); see docs/cuda.md. Deterministic mode works on GPUs
+// too (below; the rows are all-gathered over NCCL and summed by the tree kernel on each rank's
+// GPU). Verified on a GPU by tests/cuda/ddp_cuda_test.cpp only where one is present.
 //
 // Training (the reducer path, what the CLI uses):
 //   auto loss = ddp.forward_backward(x_local, y_local, criterion);   // every rank, same order
@@ -32,7 +33,10 @@
 // when rank r's batch is a run of whole shards of the global batch (as the CLI splits it:
 // parallel::split_batch), the final parameters are bit-identical to one process with one device
 // on the global batch — and, as always, identical on every rank. Cost: an all_gather of
-// [shards, parameters] per step instead of one all-reduce.
+// [shards, parameters] per step instead of one all-reduce. On GPUs (NCCL group) the rows are
+// gathered into buffers on the rank's GPU and the has-grad flags and shard losses over the
+// bootstrap group; the result equals one process on one GPU bit for bit on GPUs of one model
+// (docs/cuda.md, "Deterministic mode on GPUs").
 //
 // forward(x) + loss.backward() also works, with PyTorch DDP's semantics: the gradient is the mean
 // over ranks of each rank's gradient of its own loss (all-reduced after this rank's backward).

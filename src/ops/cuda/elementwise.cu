@@ -6,6 +6,7 @@
 #include "cuda/check.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/kernels.h"
+#include "parallel/tree_sum.h"
 
 namespace lockstep::kernels::cuda {
 
@@ -143,6 +144,18 @@ __global__ void bias_grad_kernel(const T* grad, T* out, std::int64_t rows, std::
   }
 }
 
+// Deterministic mode's tree (src/parallel/tree_sum.h), one thread per column: each thread walks
+// the shared schedule over its column in place, as tree_sum_columns does on the CPU.
+template <class T>
+__global__ void tree_sum_rows_kernel(T* base, std::int64_t rows, std::int64_t width) {
+  for (std::int64_t j = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; j < width;
+       j += std::int64_t{gridDim.x} * blockDim.x)
+    ::lockstep::parallel::detail::for_each_tree_pair(rows, [&](std::int64_t dst, std::int64_t src) {
+      T* d = base + dst * width + j;
+      *d = detail::add_rn(*d, base[src * width + j]);
+    });
+}
+
 }  // namespace
 
 // One grid-stride launch over n items on exec's device and stream, checked under `name`.
@@ -216,6 +229,12 @@ void bias_rows(const T* bias, T* y, std::int64_t rows, std::int64_t cols, Exec e
 }
 
 template <class T>
+void tree_sum_rows(T* base, std::int64_t rows, std::int64_t width, Exec exec) {
+  if (rows <= 1) return;
+  launch("tree_sum_rows", width, exec, tree_sum_rows_kernel<T>, base, rows, width);
+}
+
+template <class T>
 void sum_all(const T* x, std::int64_t n, double divisor, T* out, Exec exec) {
   ::lockstep::cuda::DeviceGuard guard(exec.device);
   sum_all_kernel<T><<<1, kThreads, 0, exec.stream>>>(x, n, divisor, out);
@@ -235,7 +254,8 @@ void sum_all(const T* x, std::int64_t n, double divisor, T* out, Exec exec) {
   template void unary<T>(Unary, const T*, T*, std::int64_t, Exec);                    \
   template void tanh_backward<T>(const T*, const T*, T*, std::int64_t, Exec);         \
   template void bias_rows<T>(const T*, T*, std::int64_t, std::int64_t, Exec);         \
-  template void sum_all<T>(const T*, std::int64_t, double, T*, Exec);
+  template void sum_all<T>(const T*, std::int64_t, double, T*, Exec);                 \
+  template void tree_sum_rows<T>(T*, std::int64_t, std::int64_t, Exec);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
 #undef LOCKSTEP_INSTANTIATE

@@ -149,6 +149,15 @@ void sum_all(const T* x, std::int64_t n, double divisor, T* out, Exec exec);
 template <class T>
 void bias_grad(const T* grad, T* out, std::int64_t rows, std::int64_t cols, Exec exec);
 
+/// The fixed pairwise tree of deterministic mode over the rows of base [rows, width] (row-major,
+/// contiguous), per column: column j's total lands in base[j] (row 0), rows 1.. hold partial sums
+/// afterwards — bit for bit what the CPU's parallel::detail::tree_sum_columns leaves (both walk
+/// parallel::detail::for_each_tree_pair, src/parallel/tree_sum.h; each addition rounds once,
+/// without FMA). One thread per column, no atomics: the same bits on every run and launch shape.
+/// Nothing is launched when rows ≤ 1 or width == 0.
+template <class T>
+void tree_sum_rows(T* base, std::int64_t rows, std::int64_t width, Exec exec);
+
 /// Fused softmax + cross-entropy forward over logits [n, c] and int64 targets [n]
 /// (torch.nn.functional.cross_entropy, reduction='mean', ignore_index):
 ///   prob[i, :]    = softmax(logits[i, :])                          (kept for the backward)

@@ -181,6 +181,15 @@ void bias_grad(const Tensor& g, const Tensor& out) {
   });
 }
 
+void tree_sum_rows(const Tensor& slots) {
+  if (slots.dim() != 2)
+    throw ShapeError("tree_sum_rows: expected a [rows, width] buffer, got " + slots.shape().str());
+  detail::visit_float(slots.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::tree_sum_rows<T>(ptr<T>(slots), slots.size(0), slots.size(1), exec_of(slots));
+  });
+}
+
 void gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, bool bf16) {
   const std::int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
   const std::int64_t n = tb ? b.size(0) : b.size(1);

@@ -84,4 +84,23 @@ LOCKSTEP_PHILOX_HD inline T dropout_mask_value(double u, double p, T scale) {
   return u < p ? T(0) : scale;
 }
 
+/// One thread of the keyed dropout kernel: item e < rows · groups (groups = ceil(cols / 4)) is
+/// column group e % groups of row e / groups; one Philox block gives its (up to) four mask
+/// elements of the [rows, cols] mask.
+template <class T>
+LOCKSTEP_PHILOX_HD inline void dropout_keyed_group(T* mask, std::int64_t e, std::int64_t cols,
+                                                   std::int64_t groups, std::uint64_t seed,
+                                                   std::uint64_t step, std::uint32_t call,
+                                                   std::int64_t sample_offset, double p, T scale) {
+  const std::int64_t row = e / groups, group = e % groups;
+  std::uint32_t words[4];
+  dropout_keyed_block(seed, step, call, static_cast<std::uint32_t>(sample_offset + row),
+                      static_cast<std::uint32_t>(group), words);
+  for (int w = 0; w < 4; ++w) {
+    const std::int64_t j = group * 4 + w;
+    if (j >= cols) break;
+    mask[row * cols + j] = dropout_mask_value<T>(dropout_keyed_uniform(words[w]), p, scale);
+  }
+}
+
 }  // namespace lockstep::detail

@@ -166,6 +166,35 @@ LOCKSTEP_HOST_DEVICE inline T gelu_bwd(T g, T x) {
 
 // ---- along a dimension: a tensor viewed as [outer, R, inner] -----------------------------------
 
+/// The offset of element 0 of line `line` (< outer·inner; line = o·inner + i) along R.
+LOCKSTEP_HOST_DEVICE inline std::int64_t line_base(std::int64_t line, std::int64_t R,
+                                                   std::int64_t inner) {
+  return (line / inner) * R * inner + line % inner;
+}
+
+/// index_select: the input offset of output element e of [outer, k, inner] (input [outer, R,
+/// inner]; index[i] in [0, R)).
+LOCKSTEP_HOST_DEVICE inline std::int64_t index_select_source(const std::int64_t* index,
+                                                             std::int64_t e, std::int64_t R,
+                                                             std::int64_t k, std::int64_t inner) {
+  const std::int64_t j = e % inner, i = (e / inner) % k, o = e / (inner * k);
+  return (o * R + index[i]) * inner + j;
+}
+
+/// index_select's backward at element e of the input gradient [outer, R, inner]: +0 plus the
+/// gradient elements whose index selects this position, in increasing index position, in T (the
+/// CPU adds g's slices into zeros one index position after the other).
+template <class T>
+LOCKSTEP_HOST_DEVICE inline T index_select_grad_one(const T* g, const std::int64_t* index,
+                                                    std::int64_t e, std::int64_t R, std::int64_t k,
+                                                    std::int64_t inner) {
+  const std::int64_t j = e % inner, q = (e / inner) % R, o = e / (inner * R);
+  T acc = T(0);
+  for (std::int64_t i = 0; i < k; ++i)
+    if (index[i] == q) acc = r::add(acc, g[(o * k + i) * inner + j]);
+  return acc;
+}
+
 /// softmax (or log_softmax) of the line x[base + k·inner], k < R, into y at the same offsets, as
 /// src/ops/reduce.cpp: the maximum in double ignoring NaN (std::max(mx, v)), the sum of
 /// exp(x − max) in double in order, lse = max + log(sum), y = T(x − lse) or T(exp(x − lse)).

@@ -190,37 +190,71 @@ TEST(DeviceOps, SoftmaxLineEqualsTheCpuOpBitForBit) {
             const Lines l = lines_of(s, d);
             detail::visit_float(dt, [&](auto zero) {
               using T = decltype(zero);
-              for (std::int64_t o = 0; o < l.outer; ++o)
-                for (std::int64_t i = 0; i < l.inner; ++i)
-                  sh::softmax_line(x.data_ptr<T>(), got.data_ptr<T>(), o * l.r * l.inner + i, l.r,
-                                   l.inner, lg);
+              for (std::int64_t line = 0; line < l.outer * l.inner; ++line)  // the kernel's loop
+                sh::softmax_line(x.data_ptr<T>(), got.data_ptr<T>(),
+                                 sh::line_base(line, l.r, l.inner), l.r, l.inner, lg);
             });
             EXPECT_TRUE(BitEqual(got, want)) << s.str() << " dim " << d << (lg ? " log" : "");
           }
         }
 }
 
-TEST(DeviceOps, MaxLineEqualsTheCpuMaxAlongADimension) {
+TEST(DeviceOps, MaxLineAndItsBackwardEqualTheCpuMaxAlongADimension) {
   for (DType dt : {kFloat32, kFloat64})
     for (const Shape& s : along_shapes())
       for (int d = 0; d < s.size(); ++d) {
         if (s[d] == 0) continue;  // refused by the op (ShapeError) before any kernel
-        Tensor x = tricky(s, dt, 11 + d);
+        Tensor x = tricky(s, dt, 11 + d).requires_grad_();
         auto [values, indices] = max(x, d);
+        Tensor g = randn(values.shape(), dt);
+        values.backward(g);
         const Lines l = lines_of(s, d);
+        Tensor gi = zeros(s, dt);
         detail::visit_float(dt, [&](auto zero) {
           using T = decltype(zero);
-          for (std::int64_t o = 0; o < l.outer; ++o)
-            for (std::int64_t i = 0; i < l.inner; ++i) {
-              T v;
-              std::int64_t k;
-              sh::max_line(x.data_ptr<T>(), o * l.r * l.inner + i, l.r, l.inner, v, k);
-              const std::int64_t at = o * l.inner + i;
-              EXPECT_EQ(k, indices.data_ptr<std::int64_t>()[at]) << s.str() << " dim " << d;
-              const T want = values.data_ptr<T>()[at];
-              EXPECT_EQ(std::memcmp(&v, &want, sizeof(T)), 0) << s.str() << " dim " << d;
-            }
+          // the kernels' loops: one line per thread, then the scatter of the backward
+          for (std::int64_t line = 0; line < l.outer * l.inner; ++line) {
+            T v;
+            std::int64_t k;
+            sh::max_line(x.data_ptr<T>(), sh::line_base(line, l.r, l.inner), l.r, l.inner, v, k);
+            EXPECT_EQ(k, indices.data_ptr<std::int64_t>()[line]) << s.str() << " dim " << d;
+            const T want = values.data_ptr<T>()[line];
+            EXPECT_EQ(std::memcmp(&v, &want, sizeof(T)), 0) << s.str() << " dim " << d;
+            gi.data_ptr<T>()[sh::line_base(line, l.r, l.inner) + k * l.inner] =
+                g.data_ptr<T>()[line];
+          }
         });
+        EXPECT_TRUE(BitEqual(gi, x.grad())) << s.str() << " dim " << d << " backward";
+      }
+}
+
+TEST(DeviceOps, IndexSelectBodiesEqualTheCpuOpForwardAndBackward) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (const Shape& s : along_shapes())
+      for (int d = 0; d < s.size(); ++d) {
+        const std::int64_t n = s[d];
+        std::vector<std::int64_t> iv;
+        if (n > 0) iv = {n - 1, 0, n / 2, n - 1, 0};
+        Tensor index = tensor(iv);
+        Generator gen(17);
+        Tensor x = randn(s, dt, &gen).requires_grad_();
+        Tensor y = index_select(x, d, index);
+        Tensor g = randn(y.shape(), dt, &gen);
+        y.backward(g);
+        const Lines l = lines_of(s, d);
+        const std::int64_t k = index.numel();
+        const auto* pi = index.data_ptr<std::int64_t>();
+        Tensor got = empty(y.shape(), dt), gi = empty(s, dt);
+        detail::visit_float(dt, [&](auto zero) {
+          using T = decltype(zero);
+          for (std::int64_t e = 0; e < l.outer * k * l.inner; ++e)
+            got.data_ptr<T>()[e] = x.data_ptr<T>()[sh::index_select_source(pi, e, l.r, k, l.inner)];
+          for (std::int64_t e = 0; e < gi.numel(); ++e)
+            gi.data_ptr<T>()[e] =
+                sh::index_select_grad_one(g.data_ptr<T>(), pi, e, l.r, k, l.inner);
+        });
+        EXPECT_TRUE(BitEqual(got, y)) << s.str() << " dim " << d;
+        EXPECT_TRUE(BitEqual(gi, x.grad())) << s.str() << " dim " << d << " backward";
       }
 }
 
@@ -475,21 +509,17 @@ TEST(DevicePhilox, StreamFunctionsEqualTheGenerator) {
   EXPECT_EQ(g.next_u32(), detail::philox_stream_word(7, far));
 }
 
-// The mask the dropout kernels write, built on the host from the shared functions.
+// The mask the keyed dropout kernel writes: its loop over (row, column group) items, each
+// through the shared per-item function; unwritten elements would stay NaN.
 template <class T>
 std::vector<T> keyed_mask(const DropoutKey& key, std::uint32_t call, std::int64_t rows,
                           std::int64_t cols, double p) {
   const T scale = static_cast<T>(p == 1.0 ? 0.0 : 1.0 / (1.0 - p));
-  std::vector<T> m(static_cast<std::size_t>(rows * cols));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < cols; ++j) {
-      std::uint32_t w[4];
-      detail::dropout_keyed_block(key.seed, key.step, call,
-                                  static_cast<std::uint32_t>(key.sample_offset + r),
-                                  static_cast<std::uint32_t>(j / 4), w);
-      m[static_cast<std::size_t>(r * cols + j)] =
-          detail::dropout_mask_value<T>(detail::dropout_keyed_uniform(w[j % 4]), p, scale);
-    }
+  std::vector<T> m(static_cast<std::size_t>(rows * cols), std::numeric_limits<T>::quiet_NaN());
+  const std::int64_t groups = (cols + 3) / 4;
+  for (std::int64_t e = 0; e < rows * groups; ++e)
+    detail::dropout_keyed_group(m.data(), e, cols, groups, key.seed, key.step, call,
+                                key.sample_offset, p, scale);
   return m;
 }
 

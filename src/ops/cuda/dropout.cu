@@ -14,17 +14,8 @@ __global__ void dropout_keyed_kernel(T* mask, std::int64_t rows, std::int64_t co
                                      std::uint32_t call, std::int64_t sample_offset, double p,
                                      T scale) {
   LOCKSTEP_GRID_STRIDE(e, rows * groups) {
-    const std::int64_t row = e / groups, group = e % groups;
-    std::uint32_t words[4];
-    ::lockstep::detail::dropout_keyed_block(seed, step, call,
-                                            static_cast<std::uint32_t>(sample_offset + row),
-                                            static_cast<std::uint32_t>(group), words);
-    for (int w = 0; w < 4; ++w) {
-      const std::int64_t j = group * 4 + w;
-      if (j >= cols) break;
-      mask[row * cols + j] = ::lockstep::detail::dropout_mask_value<T>(
-          ::lockstep::detail::dropout_keyed_uniform(words[w]), p, scale);
-    }
+    ::lockstep::detail::dropout_keyed_group(mask, e, cols, groups, seed, step, call, sample_offset,
+                                            p, scale);
   }
 }
 

@@ -25,8 +25,7 @@ template <class T>
 __global__ void softmax_kernel(const T* x, T* y, std::int64_t outer, std::int64_t r,
                                std::int64_t inner, bool log) {
   LOCKSTEP_GRID_STRIDE(line, outer * inner) {
-    const std::int64_t o = line / inner, i = line % inner;
-    sh::softmax_line(x, y, o * r * inner + i, r, inner, log);
+    sh::softmax_line(x, y, sh::line_base(line, r, inner), r, inner, log);
   }
 }
 
@@ -34,10 +33,9 @@ template <class T>
 __global__ void max_dim_kernel(const T* x, T* values, std::int64_t* indices, std::int64_t outer,
                                std::int64_t r, std::int64_t inner) {
   LOCKSTEP_GRID_STRIDE(line, outer * inner) {
-    const std::int64_t o = line / inner, i = line % inner;
     T v;
     std::int64_t k;
-    sh::max_line(x, o * r * inner + i, r, inner, v, k);
+    sh::max_line(x, sh::line_base(line, r, inner), r, inner, v, k);
     if (values) values[line] = v;
     indices[line] = k;
   }
@@ -47,8 +45,7 @@ template <class T>
 __global__ void max_dim_backward_kernel(const T* g, const std::int64_t* indices, T* gi,
                                         std::int64_t outer, std::int64_t r, std::int64_t inner) {
   LOCKSTEP_GRID_STRIDE(line, outer * inner) {
-    const std::int64_t o = line / inner, i = line % inner;
-    gi[(o * r + indices[line]) * inner + i] = g[line];
+    gi[sh::line_base(line, r, inner) + indices[line] * inner] = g[line];
   }
 }
 

@@ -24,8 +24,7 @@ __global__ void index_select_kernel(const W* in, const std::int64_t* index, W* o
                                     std::int64_t outer, std::int64_t r, std::int64_t k,
                                     std::int64_t inner) {
   LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
-    const std::int64_t j = e % inner, i = (e / inner) % k, o = e / (inner * k);
-    out[e] = in[(o * r + index[i]) * inner + j];
+    out[e] = in[shared::index_select_source(index, e, r, k, inner)];
   }
 }
 
@@ -36,11 +35,7 @@ __global__ void index_select_backward_kernel(const T* g, const std::int64_t* ind
                                              std::int64_t outer, std::int64_t r, std::int64_t k,
                                              std::int64_t inner) {
   LOCKSTEP_GRID_STRIDE(e, outer * r * inner) {
-    const std::int64_t j = e % inner, q = (e / inner) % r, o = e / (inner * r);
-    T acc = T(0);
-    for (std::int64_t i = 0; i < k; ++i)
-      if (index[i] == q) acc = detail::add_rn(acc, g[(o * k + i) * inner + j]);
-    gi[e] = acc;
+    gi[e] = shared::index_select_grad_one(g, index, e, r, k, inner);
   }
 }
 

@@ -2,24 +2,13 @@
 // Random123.
 #include "lockstep/core/generator.h"
 
-namespace lockstep {
+#include "core/philox.h"
 
-namespace {
-constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-}  // namespace
+namespace lockstep {
 
 std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> c,
                                         std::array<std::uint32_t, 2> k) {
-  for (int round = 0; round < 10; ++round) {
-    std::uint64_t p0 = static_cast<std::uint64_t>(kM0) * c[0];
-    std::uint64_t p1 = static_cast<std::uint64_t>(kM1) * c[2];
-    std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
-    std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
-    c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
-    k[0] += kW0;
-    k[1] += kW1;
-  }
+  detail::philox4x32_10(c.data(), k[0], k[1]);  // src/core/philox.h, shared with the GPU
   return c;
 }
 
@@ -29,11 +18,7 @@ void Generator::manual_seed(std::uint64_t seed) {
 }
 
 std::uint32_t Generator::next_u32() {
-  std::uint64_t block = offset_ >> 2;
-  auto r = philox4x32({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                       0u, 0u},
-                      {static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32)});
-  std::uint32_t v = r[offset_ & 3];
+  const std::uint32_t v = detail::philox_stream_word(seed_, offset_);
   ++offset_;
   return v;
 }

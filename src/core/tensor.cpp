@@ -20,7 +20,8 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
   for (auto d : shape)
     if (d < 0) throw ValueError("negative dimension in shape " + shape.str());
   auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>());
-  impl->storage = std::allocate_shared<Storage>(detail::PoolAllocator<Storage>(), 
+  impl->storage = std::allocate_shared<Storage>(
+      detail::PoolAllocator<Storage>(),
       static_cast<std::size_t>(shape.numel()) * element_size(opts.dtype_), opts.device_);
   impl->shape = shape;
   impl->dtype = opts.dtype_;
@@ -242,10 +243,12 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (!device().is_cpu() || !src.device().is_cpu()) {  // any pair of devices, one a GPU
     cuda_ops::copy(src.dtype() == dtype() ? src : src.detach().to(dtype()), *this);
   } else if (src.dtype() == dtype()) {
-    std::memmove(raw_data(), src.raw_data(), static_cast<std::size_t>(numel()) * element_size(dtype()));
+    std::memmove(raw_data(), src.raw_data(),
+                 static_cast<std::size_t>(numel()) * element_size(dtype()));
   } else {
     Tensor c = src.detach().to(dtype());
-    std::memcpy(raw_data(), c.raw_data(), static_cast<std::size_t>(numel()) * element_size(dtype()));
+    std::memcpy(raw_data(), c.raw_data(),
+                static_cast<std::size_t>(numel()) * element_size(dtype()));
   }
   return *this;
 }
@@ -283,7 +286,23 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   if (other.numel() != numel() && other.numel() != 1)
     throw ShapeError("add_: cannot add " + other.shape().str() + " into " + shape().str());
   if (!device().is_cpu()) {
-    if (dtype() == kInt64) detail::not_on_cuda("add_", *this, "int64 add_");
+    if (dtype() == kInt64) {
+      // As the CPU loop: self[i] + T(alpha)·other[i] (other[i] alone when alpha == 1), wrapping;
+      // through the broadcasting kernel into a scratch tensor, then copied back.
+      const Tensor o =
+          detail::alias(other, other.impl().offset, other.numel() == numel() ? shape() : Shape{});
+      Tensor term = o;
+      if (alpha != 1.0) {
+        term = empty(o.shape(), options());
+        cuda_ops::binary_broadcast(
+            kernels::BinaryOp::Mul, o,
+            scalar_tensor(static_cast<double>(static_cast<std::int64_t>(alpha)), options()), term);
+      }
+      Tensor sum = empty(shape(), options());
+      cuda_ops::binary_broadcast(kernels::BinaryOp::Add, *this, term, sum);
+      cuda_ops::copy(sum, *this);
+      return *this;
+    }
     cuda_ops::add_(*this, other, alpha);
     return *this;
   }
@@ -318,7 +337,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 Tensor& Tensor::mul_(double value) {
   check_inplace(*this, "mul_");
   if (!device().is_cpu()) {
-    if (dtype() == kInt64) detail::not_on_cuda("mul_", *this, "int64 mul_");
+    if (dtype() == kInt64) {  // self[i]·T(value), wrapping, as the CPU loop
+      Tensor product = empty(shape(), options());
+      cuda_ops::binary_broadcast(
+          kernels::BinaryOp::Mul, *this,
+          scalar_tensor(static_cast<double>(static_cast<std::int64_t>(value)), options()), product);
+      cuda_ops::copy(product, *this);
+      return *this;
+    }
     cuda_ops::mul_(*this, value);
     return *this;
   }
@@ -534,8 +560,8 @@ template <class T>
 Tensor from_values(std::span<const T> values, const Shape& shape, TensorOptions opts) {
   Shape s = shape.size() == 0 ? Shape{static_cast<std::int64_t>(values.size())} : shape;
   if (s.numel() != static_cast<std::int64_t>(values.size()))
-    throw ShapeError("tensor(): " + std::to_string(values.size()) +
-                     " values do not fill shape " + s.str());
+    throw ShapeError("tensor(): " + std::to_string(values.size()) + " values do not fill shape " +
+                     s.str());
   Tensor src = Tensor::empty(s, TensorOptions(dtype_of<T>::value));
   if (!values.empty()) std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(T));
   Tensor out = src.to(opts.dtype_).to(opts.device_);
@@ -544,8 +570,12 @@ Tensor from_values(std::span<const T> values, const Shape& shape, TensorOptions 
 }
 }  // namespace
 
-Tensor tensor(std::span<const float> v, const Shape& s, TensorOptions o) { return from_values(v, s, o); }
-Tensor tensor(std::span<const double> v, const Shape& s, TensorOptions o) { return from_values(v, s, o); }
+Tensor tensor(std::span<const float> v, const Shape& s, TensorOptions o) {
+  return from_values(v, s, o);
+}
+Tensor tensor(std::span<const double> v, const Shape& s, TensorOptions o) {
+  return from_values(v, s, o);
+}
 Tensor tensor(std::span<const std::int64_t> v, const Shape& s, TensorOptions o) {
   return from_values(v, s, o);
 }

@@ -59,4 +59,37 @@ int adam_flat_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
   not_built("adam_flat_step");
 }
 
+void math(MathOp, const Tensor&, const Tensor&, double) { not_built("math"); }
+void math_backward(MathOp, const Tensor&, const Tensor&, const Tensor&, double) {
+  not_built("math_backward");
+}
+void is_zero(const Tensor&, const Tensor&) { not_built("eq"); }
+void binary_broadcast(kernels::BinaryOp, const Tensor&, const Tensor&, const Tensor&) {
+  not_built("binary_broadcast");
+}
+void sum_to(const Tensor&, const Tensor&) { not_built("sum_to"); }
+void softmax(const Tensor&, int, bool, const Tensor&) { not_built("softmax"); }
+void max_dim(const Tensor&, int, const Tensor&, const Tensor&) { not_built("max"); }
+void max_dim_backward(const Tensor&, const Tensor&, int, const Tensor&) {
+  not_built("max_backward");
+}
+void max_all(const Tensor&, bool, const Tensor&, const Tensor&) { not_built("max"); }
+void max_all_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  not_built("max_backward");
+}
+void transpose2d(const Tensor&, const Tensor&) { not_built("t"); }
+void slice_out(const Tensor&, int, std::int64_t, const Tensor&) { not_built("narrow"); }
+void slice_in(const Tensor&, int, std::int64_t, const Tensor&) { not_built("cat"); }
+void index_select(const Tensor&, int, const Tensor&, const Tensor&) { not_built("index_select"); }
+void index_select_backward(const Tensor&, int, const Tensor&, const Tensor&) {
+  not_built("index_select_backward");
+}
+void dropout_mask_keyed(const Tensor&, std::int64_t, std::int64_t, std::uint64_t, std::uint64_t,
+                        std::uint32_t, std::int64_t, double, double) {
+  not_built("dropout");
+}
+void dropout_mask_stream(const Tensor&, std::uint64_t, std::uint64_t, double, double) {
+  not_built("dropout");
+}
+
 }  // namespace lockstep::cuda_ops

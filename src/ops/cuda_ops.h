@@ -116,4 +116,59 @@ int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tens
                    double lr, double beta1, double beta2, double eps, double weight_decay,
                    bool decoupled);
 
+// ---- the ops beyond the reference workload (docs/cuda.md) --------------------------------------
+// Same conventions; the kernels' bodies are src/ops/device_ops.h (the CPU ops' expressions) and
+// their index plans src/ops/strided_plan.h. "Along d" views a tensor as [outer, size(d), inner].
+
+/// The elementwise math ops with a CUDA path beyond neg / relu / tanh.
+enum class MathOp { Exp, Log, Sqrt, Pow, Sigmoid, Gelu };
+/// y = f(x) (param: pow's exponent).
+void math(MathOp op, const Tensor& x, const Tensor& y, double param = 0);
+/// gi = df(g, saved): saved is the forward's result for Sqrt and Sigmoid, its input for Pow and
+/// Gelu (Exp and Log compose from mul / div).
+void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor& gi,
+                   double param = 0);
+/// out (int64, d's numel) = d == 0 elementwise (eq from a − b, as the CPU computes it).
+void is_zero(const Tensor& d, const Tensor& out);
+/// out = a op b where a and b broadcast to out's shape (NumPy rules, any ranks); float, double
+/// and int64 (no int64 division). out must not alias a or b.
+void binary_broadcast(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+/// out = in summed over the dimensions where out (right-aligned) has size 1 and in does not
+/// (sum_to; sum along a dimension with out shaped with 1 there): double accumulation for floats,
+/// int64 for int64, increasing input index per output (the CPU's order and bits).
+void sum_to(const Tensor& in, const Tensor& out);
+/// y = softmax (log = false) or log_softmax of x along d.
+void softmax(const Tensor& x, int d, bool log, const Tensor& y);
+/// values (may be undefined) and int64 indices of max along d (size(d) ≥ 1), shaped
+/// [outer, inner] in memory; the CPU's rules (first index; NaN only at index 0 stays).
+void max_dim(const Tensor& x, int d, const Tensor& values, const Tensor& indices);
+/// gi (x's shape, zeroed by the caller) at the indices of max along d ← g.
+void max_dim_backward(const Tensor& g, const Tensor& indices, int d, const Tensor& gi);
+/// Whole-tensor max (argmax_rule false: last NaN, else first largest) or argmax (true: 0 when
+/// element 0 is NaN, else the first largest non-NaN) of x (numel ≥ 1): index (int64, one
+/// element) and value (one element, may be undefined).
+void max_all(const Tensor& x, bool argmax_rule, const Tensor& value, const Tensor& index);
+/// gi = g / ties where x == best, 0 elsewhere (best, g: one-element device tensors).
+void max_all_backward(const Tensor& x, const Tensor& best, const Tensor& g, const Tensor& gi);
+/// out [cols, rows] = aᵀ for a [rows, cols] (float, double, int64).
+void transpose2d(const Tensor& a, const Tensor& out);
+/// slice ← full[start : start + slice.size(d)] along d (narrow's copy).
+void slice_out(const Tensor& full, int d, std::int64_t start, const Tensor& slice);
+/// full[start : start + slice.size(d)] along d ← slice (cat, narrow's backward).
+void slice_in(const Tensor& slice, int d, std::int64_t start, const Tensor& full);
+/// out = a.index_select(d, index), index an int64 tensor on a's device whose values the caller
+/// has checked to lie in [0, a.size(d)).
+void index_select(const Tensor& a, int d, const Tensor& index, const Tensor& out);
+/// gi (the input's shape; all written) = index_select's backward: g's slices summed into the
+/// selected positions in increasing index position, as the CPU.
+void index_select_backward(const Tensor& g, int d, const Tensor& index, const Tensor& gi);
+/// Keyed dropout mask (see kernels::cuda::dropout_mask_keyed): mask viewed as [rows, cols].
+void dropout_mask_keyed(const Tensor& mask, std::int64_t rows, std::int64_t cols,
+                        std::uint64_t seed, std::uint64_t step, std::uint32_t call,
+                        std::int64_t sample_offset, double p, double scale);
+/// Sequential dropout mask from a Generator's stream (seed, position `offset` in 32-bit words;
+/// the caller advances the generator by 2 · numel).
+void dropout_mask_stream(const Tensor& mask, std::uint64_t seed, std::uint64_t offset, double p,
+                         double scale);
+
 }  // namespace lockstep::cuda_ops

@@ -32,17 +32,15 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   Tensor out = empty(shape, g.options());
   if (!g.device().is_cpu()) {
-    // The reductions the CUDA ops need: none when only size-1 dimensions differ (the same
-    // elements in the same order: a copy), to one element (a scalar operand) and [rows, cols]
-    // to [cols] (a bias-like operand).
+    // None when only size-1 dimensions differ (the same elements in the same order: a copy);
+    // to one element the one-block sum; otherwise one thread per output element summing its
+    // positions in increasing input index in double, as the CPU's kernels (the same bits).
     if (out.numel() == g.numel())
       out.copy_(reshape(g, shape));
     else if (out.numel() == 1 && is_floating(g.dtype()))
       cuda_ops::sum_all(g, 1.0, out);
-    else if (g.dim() == 2 && shape.size() == 1 && shape[0] == g.size(1) && is_floating(g.dtype()))
-      cuda_ops::bias_grad(g, out);
     else
-      not_on_cuda("sum_to", g, "reducing " + g.shape().str() + " to " + shape.str());
+      cuda_ops::sum_to(g, out);
     return out;
   }
   kernels::dispatch::sum_to(g, out);
@@ -58,22 +56,22 @@ Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tens
   Shape s = detail::broadcast_shapes(name, a.shape(), b.shape());
   Tensor out = empty(s, a.options());
   if (!a.device().is_cpu()) {
-    // Each operand has the result's element count (identical shapes up to size-1 dimensions: the
-    // same element order) or one element (a tensor op a scalar); other broadcasting and int64
-    // have no CUDA path yet.
+    // Each operand with the result's element count (identical shapes up to size-1 dimensions:
+    // the same element order) or one element (a tensor op a scalar): the flat kernel; any other
+    // broadcasting, and int64, the strided one (strided_plan.h).
     const std::int64_t n = out.numel();
     auto fits = [n](const Tensor& t) { return t.numel() == n || t.numel() == 1; };
-    if (n != 0 && !(fits(a) && fits(b)))
-      detail::not_on_cuda(name, a, "broadcasting " + a.shape().str() + " with " + b.shape().str());
-    if (!is_floating(a.dtype())) detail::not_on_cuda(name, a, to_string(a.dtype()) + " " + name);
-    cuda_ops::binary(op, a, b, out);
+    if (is_floating(a.dtype()) && fits(a) && fits(b))
+      cuda_ops::binary(op, a, b, out);
+    else
+      cuda_ops::binary_broadcast(op, a, b, out);
     return out;
   }
   kernels::dispatch::binary(op, a, b, out);
   return out;
 }
 
-// out[i] = f(x[i]) for float tensors (CPU only: the ops built on it have no CUDA path).
+// out[i] = f(x[i]) for float tensors on the CPU.
 template <class F>
 Tensor map1(const char* name, const Tensor& x, F f) {
   detail::check_floating(name, x);
@@ -89,7 +87,7 @@ Tensor map1(const char* name, const Tensor& x, F f) {
   return out;
 }
 
-// out[i] = f(x[i], y[i]) for same-shape float tensors (backward helpers).
+// out[i] = f(x[i], y[i]) for same-shape float tensors on the CPU (backward helpers).
 template <class F>
 Tensor map2(const Tensor& x, const Tensor& y, F f) {
   Tensor out = empty(x.shape(), x.options());
@@ -102,6 +100,31 @@ Tensor map2(const Tensor& x, const Tensor& y, F f) {
     for (std::int64_t i = 0; i < n; ++i) po[i] = f(px[i], py[i]);
   });
   return out;
+}
+
+// f(x) elementwise: on a GPU the kernel of `op` (param: pow's exponent), whose formula is f's
+// (src/ops/device_ops.h); on the CPU map1.
+template <class F>
+Tensor unary(const char* name, cuda_ops::MathOp op, double param, const Tensor& x, F f) {
+  if (x.defined() && x.device().is_cuda()) {
+    detail::check_floating(name, x);
+    Tensor out = empty(x.shape(), x.options());
+    cuda_ops::math(op, x, out, param);
+    return out;
+  }
+  return map1(name, x, f);
+}
+
+// The backward of `unary`: f(g, saved) elementwise, saved the forward's result or input.
+template <class F>
+Tensor unary_backward(cuda_ops::MathOp op, double param, const Tensor& g, const Tensor& saved,
+                      F f) {
+  if (saved.device().is_cuda()) {
+    Tensor gi = empty(saved.shape(), saved.options());
+    cuda_ops::math_backward(op, g, saved, gi, param);
+    return gi;
+  }
+  return map2(g, saved, f);
 }
 
 }  // namespace
@@ -170,8 +193,12 @@ Tensor mul(const Tensor& a, double s) {
 
 Tensor eq(const Tensor& a, const Tensor& b) {
   detail::check_same("eq", a, b);
-  detail::require_cpu("eq", a);
   Tensor diff = binary_forward("eq", BinaryOp::Sub, a.detach(), b.detach());
+  if (a.device().is_cuda()) {
+    Tensor out = empty(diff.shape(), TensorOptions(kInt64).device(a.device()));
+    cuda_ops::is_zero(diff, out);
+    return out;
+  }
   Tensor out = empty(diff.shape(), kInt64);
   auto* po = out.data_ptr<std::int64_t>();
   auto v = diff.to_vector<double>();
@@ -180,13 +207,15 @@ Tensor eq(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, double p) {
-  Tensor out = map1("pow", a, [p](auto x) { return static_cast<decltype(x)>(std::pow(x, p)); });
+  Tensor out = unary("pow", cuda_ops::MathOp::Pow, p, a,
+                     [p](auto x) { return static_cast<decltype(x)>(std::pow(x, p)); });
   if (needs_grad({&a}))
     record("PowBackward", out, {&a}, [a = a.detach(), p](const Tensor& g) {
-      return std::vector<Tensor>{map2(g, a, [p](auto gi, auto x) {
-        using T = decltype(x);
-        return p == 0 ? T(0) : static_cast<T>(gi * p * std::pow(x, p - 1));
-      })};
+      return std::vector<Tensor>{
+          unary_backward(cuda_ops::MathOp::Pow, p, g, a, [p](auto gi, auto x) {
+            using T = decltype(x);
+            return p == 0 ? T(0) : static_cast<T>(gi * p * std::pow(x, p - 1));
+          })};
     });
   return out;
 }
@@ -196,8 +225,10 @@ Tensor neg(const Tensor& a) {
   Tensor out = empty(a.shape(), a.options());
   std::int64_t n = a.numel();
   if (!a.device().is_cpu()) {
-    if (!is_floating(a.dtype())) detail::not_on_cuda("neg", a, "int64 neg");
-    cuda_ops::neg(a, out);
+    if (is_floating(a.dtype()))
+      cuda_ops::neg(a, out);
+    else  // int64: 0 − a, wrapping as the CPU's −a
+      cuda_ops::binary_broadcast(BinaryOp::Sub, zeros(Shape{}, a.options()), a, out);
   } else {
     auto go = [&](auto* po, const auto* pa) {
       for (std::int64_t i = 0; i < n; ++i) po[i] = -pa[i];
@@ -220,7 +251,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor exp(const Tensor& a) {
-  Tensor out = map1("exp", a, [](auto x) { return std::exp(x); });
+  Tensor out = unary("exp", cuda_ops::MathOp::Exp, 0, a, [](auto x) { return std::exp(x); });
   if (needs_grad({&a}))
     record("ExpBackward", out, {&a},
            [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; });
@@ -228,7 +259,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
-  Tensor out = map1("log", a, [](auto x) { return std::log(x); });
+  Tensor out = unary("log", cuda_ops::MathOp::Log, 0, a, [](auto x) { return std::log(x); });
   if (needs_grad({&a}))
     record("LogBackward", out, {&a},
            [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
@@ -236,10 +267,11 @@ Tensor log(const Tensor& a) {
 }
 
 Tensor sqrt(const Tensor& a) {
-  Tensor out = map1("sqrt", a, [](auto x) { return std::sqrt(x); });
+  Tensor out = unary("sqrt", cuda_ops::MathOp::Sqrt, 0, a, [](auto x) { return std::sqrt(x); });
   if (needs_grad({&a}))
     record("SqrtBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
-      return std::vector<Tensor>{map2(g, out, [](auto gi, auto y) { return gi / (y + y); })};
+      return std::vector<Tensor>{unary_backward(cuda_ops::MathOp::Sqrt, 0, g, out,
+                                                [](auto gi, auto y) { return gi / (y + y); })};
     });
   return out;
 }
@@ -291,33 +323,35 @@ Tensor tanh(const Tensor& a) {
 }
 
 Tensor sigmoid(const Tensor& a) {
-  Tensor out = map1("sigmoid", a, [](auto x) {
+  Tensor out = unary("sigmoid", cuda_ops::MathOp::Sigmoid, 0, a, [](auto x) {
     using T = decltype(x);
     return T(1) / (T(1) + std::exp(-x));
   });
   if (needs_grad({&a}))
     record("SigmoidBackward", out, {&a}, [out = out.detach()](const Tensor& g) {
-      return std::vector<Tensor>{map2(g, out, [](auto gi, auto y) { return gi * y * (1 - y); })};
+      return std::vector<Tensor>{unary_backward(cuda_ops::MathOp::Sigmoid, 0, g, out,
+                                                [](auto gi, auto y) { return gi * y * (1 - y); })};
     });
   return out;
 }
 
 Tensor gelu(const Tensor& a) {
   // x * Φ(x), Φ(x) = (1 + erf(x / √2)) / 2 (Hendrycks & Gimpel 2016; torch's approximate='none')
-  Tensor out = map1("gelu", a, [](auto x) {
+  Tensor out = unary("gelu", cuda_ops::MathOp::Gelu, 0, a, [](auto x) {
     using T = decltype(x);
     return static_cast<T>(0.5 * x * (1.0 + std::erf(x * (1.0 / std::numbers::sqrt2))));
   });
   if (needs_grad({&a}))
     record("GeluBackward", out, {&a}, [a = a.detach()](const Tensor& g) {
-      return std::vector<Tensor>{map2(g, a, [](auto gi, auto x) {
-        using T = decltype(x);
-        double xd = x;
-        double cdf = 0.5 * (1.0 + std::erf(xd * (1.0 / std::numbers::sqrt2)));
-        double pdf =
-            std::exp(-0.5 * xd * xd) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
-        return static_cast<T>(gi * (cdf + xd * pdf));
-      })};
+      return std::vector<Tensor>{
+          unary_backward(cuda_ops::MathOp::Gelu, 0, g, a, [](auto gi, auto x) {
+            using T = decltype(x);
+            double xd = x;
+            double cdf = 0.5 * (1.0 + std::erf(xd * (1.0 / std::numbers::sqrt2)));
+            double pdf =
+                std::exp(-0.5 * xd * xd) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
+            return static_cast<T>(gi * (cdf + xd * pdf));
+          })};
     });
   return out;
 }

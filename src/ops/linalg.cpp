@@ -143,10 +143,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor t(const Tensor& a) {
   detail::check_defined("t", a);
-  detail::require_cpu("t", a);
   if (a.dim() != 2) throw ShapeError("t: expected a 2-d tensor, got " + a.shape().str());
   std::int64_t r = a.size(0), c = a.size(1);
   Tensor out = empty({c, r}, a.options());
+  if (a.device().is_cuda()) {
+    cuda_ops::transpose2d(a, out);
+    if (needs_grad({&a}))
+      record("TBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{t(g)}; });
+    return out;
+  }
   std::size_t es = element_size(a.dtype());
   const char* src = static_cast<const char*>(a.raw_data());
   char* dst = static_cast<char*>(out.raw_data());

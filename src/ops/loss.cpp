@@ -63,9 +63,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
     throw DTypeError("cross_entropy: expected int64 class indices, got " +
                      to_string(target.dtype()) + " " + target.shape().str());
   if (target.dim() != 1 || target.size(0) != logits.size(0))
-    throw ShapeError("cross_entropy: target " + target.shape().str() +
-                     " does not match logits " + logits.shape().str() + " (expected [" +
-                     std::to_string(logits.size(0)) + "])");
+    throw ShapeError("cross_entropy: target " + target.shape().str() + " does not match logits " +
+                     logits.shape().str() + " (expected [" + std::to_string(logits.size(0)) + "])");
   if (target.device() != logits.device())
     throw DeviceError("cross_entropy: logits on " + logits.device().str() + ", target on " +
                       target.device().str());
@@ -82,8 +81,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
     kernels::dispatch::cross_entropy<T>(logits.data_ptr<T>(), pt, n, c, ignore_index, &loss_sum,
                                         &count, prob.data_ptr<T>());
   });
-  double loss = count ? loss_sum / static_cast<double>(count)
-                      : std::numeric_limits<double>::quiet_NaN();
+  double loss =
+      count ? loss_sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
   Tensor out = scalar_tensor(loss, logits.options());
   if (needs_grad({&logits}))
     record("CrossEntropyBackward", out, {&logits},
@@ -122,11 +121,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
     out = mean(mul(diff, diff));
   }
   if (needs_grad({&input, &target}))
-    record("MseLossBackward", out, {&input, &target},
-           [diff, n = input.numel()](const Tensor& g) {
-             Tensor gi = mul(diff, 2.0 * g.item() / static_cast<double>(n));
-             return std::vector<Tensor>{gi, neg(gi)};
-           });
+    record("MseLossBackward", out, {&input, &target}, [diff, n = input.numel()](const Tensor& g) {
+      Tensor gi = mul(diff, 2.0 * g.item() / static_cast<double>(n));
+      return std::vector<Tensor>{gi, neg(gi)};
+    });
   return out;
 }
 
@@ -154,41 +152,54 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (!(p >= 0.0 && p <= 1.0))
     throw ValueError("dropout: probability must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0.0) return x;
-  detail::require_cpu("dropout", x);
   Tensor mask = empty(x.shape(), x.options());
   double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  const bool on_gpu = x.device().is_cuda();
   if (t_key_active) {
     std::uint32_t call = t_key_calls++;
     std::int64_t rows = x.dim() == 0 ? 1 : x.size(0);
     std::int64_t cols = rows == 0 ? 0 : x.numel() / rows;
-    std::array<std::uint32_t, 2> key{static_cast<std::uint32_t>(t_key.seed),
-                                     static_cast<std::uint32_t>(t_key.seed >> 32)};
-    detail::visit_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      T* pm = mask.data_ptr<T>();
-      for (std::int64_t r = 0; r < rows; ++r) {
-        auto row = static_cast<std::uint32_t>(t_key.sample_offset + r);
-        std::array<std::uint32_t, 4> words{};
-        for (std::int64_t j = 0; j < cols; ++j) {
-          if (j % 4 == 0)
-            words = philox4x32({row, static_cast<std::uint32_t>(t_key.step), call,
-                                static_cast<std::uint32_t>(j / 4)},
-                               key);
-          double u = static_cast<double>(words[j % 4]) * 0x1.0p-32;
-          pm[r * cols + j] = u < p ? T(0) : static_cast<T>(scale);
+    if (on_gpu) {
+      // The same Philox words and rule on the device (src/core/philox.h): the CPU's mask.
+      cuda_ops::dropout_mask_keyed(mask, rows, cols, t_key.seed, t_key.step, call,
+                                   t_key.sample_offset, p, scale);
+    } else {
+      std::array<std::uint32_t, 2> key{static_cast<std::uint32_t>(t_key.seed),
+                                       static_cast<std::uint32_t>(t_key.seed >> 32)};
+      detail::visit_float(x.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        T* pm = mask.data_ptr<T>();
+        for (std::int64_t r = 0; r < rows; ++r) {
+          auto row = static_cast<std::uint32_t>(t_key.sample_offset + r);
+          std::array<std::uint32_t, 4> words{};
+          for (std::int64_t j = 0; j < cols; ++j) {
+            if (j % 4 == 0)
+              words = philox4x32({row, static_cast<std::uint32_t>(t_key.step), call,
+                                  static_cast<std::uint32_t>(j / 4)},
+                                 key);
+            double u = static_cast<double>(words[j % 4]) * 0x1.0p-32;
+            pm[r * cols + j] = u < p ? T(0) : static_cast<T>(scale);
+          }
         }
-      }
-    });
+      });
+    }
   } else {
     Generator& g = gen ? *gen : default_generator();
     std::unique_lock<std::mutex> lock(g.mutex(), std::defer_lock);
     if (!gen) lock.lock();
-    detail::visit_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      T* pm = mask.data_ptr<T>();
-      for (std::int64_t i = 0; i < x.numel(); ++i)
-        pm[i] = g.next_double() < p ? T(0) : static_cast<T>(scale);
-    });
+    if (on_gpu) {
+      // Element i takes the generator's doubles at stream positions offset + 2i (next_double
+      // reads two words); the host generator is advanced past them, as the CPU loop leaves it.
+      const std::uint64_t offset = g.offset();
+      g.set_offset(offset + 2 * static_cast<std::uint64_t>(x.numel()));
+      cuda_ops::dropout_mask_stream(mask, g.seed(), offset, p, scale);
+    } else
+      detail::visit_float(x.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        T* pm = mask.data_ptr<T>();
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+          pm[i] = g.next_double() < p ? T(0) : static_cast<T>(scale);
+      });
   }
   Tensor out;
   {

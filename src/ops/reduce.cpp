@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/cuda_ops.h"
+#include "ops/kernels.h"
 #include "ops/op_utils.h"
 
 namespace lockstep {
@@ -51,10 +52,24 @@ decltype(auto) visit_all(DType t, F&& f) {
   return f(float{});
 }
 
+// `shape` with dimension d set to 1 (the keepdim shape of a reduction along d).
+Shape keep_shape(const Shape& s, int d) {
+  Shape out = s;
+  out[d] = 1;
+  return out;
+}
+
 // g (shape with `dim` reduced, any keepdim) expanded back along `dim` to `shape`, times `scale`.
 Tensor expand_along(const Tensor& g, const Shape& shape, int d, double scale) {
   Dims k = split_at(shape, d);
   Tensor out = empty(shape, g.options());
+  if (g.device().is_cuda()) {
+    // g viewed with size 1 at d, broadcast along d and times T(scale): the CPU's g · T(scale).
+    cuda_ops::binary_broadcast(kernels::BinaryOp::Mul,
+                               detail::alias(g, g.impl().offset, keep_shape(shape, d)),
+                               scalar_tensor(scale, g.options()), out);
+    return out;
+  }
   detail::visit_float(g.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* pg = g.data_ptr<T>();
@@ -75,8 +90,10 @@ Tensor sum(const Tensor& a) {
   Tensor out = empty(Shape{}, a.options());
   std::int64_t n = a.numel();
   if (a.device().is_cuda()) {
-    if (!is_floating(a.dtype())) detail::not_on_cuda("sum", a, "int64 sum");
-    cuda_ops::sum_all(a, 1.0, out);
+    if (is_floating(a.dtype()))
+      cuda_ops::sum_all(a, 1.0, out);
+    else
+      cuda_ops::sum_to(a, out);  // int64: one thread, in index order
   } else
     visit_all(a.dtype(), [&](auto zero) {
       using T = decltype(zero);
@@ -94,22 +111,24 @@ Tensor sum(const Tensor& a) {
 
 Tensor sum(const Tensor& a, int dim, bool keepdim) {
   detail::check_defined("sum", a);
-  detail::require_cpu("sum (along a dimension)", a);
   int d = detail::wrap_dim("sum", dim, a.dim());
   Dims k = split_at(a.shape(), d);
   Tensor out = empty(reduced_shape(a.shape(), d, keepdim), a.options());
-  visit_all(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const T* p = a.data_ptr<T>();
-    T* po = out.data_ptr<T>();
-    std::vector<Acc<T>> acc(static_cast<std::size_t>(k.inner));
-    for (std::int64_t o = 0; o < k.outer; ++o) {
-      std::fill(acc.begin(), acc.end(), Acc<T>(0));
-      for (std::int64_t r = 0; r < k.r; ++r)
-        for (std::int64_t i = 0; i < k.inner; ++i) acc[i] += p[(o * k.r + r) * k.inner + i];
-      for (std::int64_t i = 0; i < k.inner; ++i) po[o * k.inner + i] = static_cast<T>(acc[i]);
-    }
-  });
+  if (a.device().is_cuda())
+    cuda_ops::sum_to(a, detail::alias(out, out.impl().offset, keep_shape(a.shape(), d)));
+  else
+    visit_all(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const T* p = a.data_ptr<T>();
+      T* po = out.data_ptr<T>();
+      std::vector<Acc<T>> acc(static_cast<std::size_t>(k.inner));
+      for (std::int64_t o = 0; o < k.outer; ++o) {
+        std::fill(acc.begin(), acc.end(), Acc<T>(0));
+        for (std::int64_t r = 0; r < k.r; ++r)
+          for (std::int64_t i = 0; i < k.inner; ++i) acc[i] += p[(o * k.r + r) * k.inner + i];
+        for (std::int64_t i = 0; i < k.inner; ++i) po[o * k.inner + i] = static_cast<T>(acc[i]);
+      }
+    });
   if (needs_grad({&a}))
     record("SumBackward", out, {&a}, [s = a.shape(), d](const Tensor& g) {
       return std::vector<Tensor>{expand_along(g, s, d, 1.0)};
@@ -140,7 +159,6 @@ Tensor mean(const Tensor& a) {
 
 Tensor mean(const Tensor& a, int dim, bool keepdim) {
   detail::check_floating("mean", a);
-  detail::require_cpu("mean (along a dimension)", a);
   int d = detail::wrap_dim("mean", dim, a.dim());
   std::int64_t r = a.size(d);
   Tensor s;
@@ -157,9 +175,18 @@ Tensor mean(const Tensor& a, int dim, bool keepdim) {
 
 Tensor max(const Tensor& a) {
   detail::check_defined("max", a);
-  detail::require_cpu("max", a);
   if (a.numel() == 0) throw ShapeError("max: cannot reduce an empty tensor " + a.shape().str());
   Tensor out = empty(Shape{}, a.options());
+  if (a.device().is_cuda()) {
+    cuda_ops::max_all(a, false, out, empty(Shape{}, TensorOptions(kInt64).device(a.device())));
+    if (needs_grad({&a}))
+      record("MaxBackward", out, {&a}, [a = a.detach(), best = out.detach()](const Tensor& g) {
+        Tensor ga = empty(a.shape(), a.options());
+        cuda_ops::max_all_backward(a, best, g, ga);
+        return std::vector<Tensor>{ga};
+      });
+    return out;
+  }
   double best = 0;
   visit_all(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -192,7 +219,6 @@ Tensor max(const Tensor& a) {
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
   detail::check_defined("max", a);
-  detail::require_cpu("max", a);
   int d = detail::wrap_dim("max", dim, a.dim());
   if (a.size(d) == 0)
     throw ShapeError("max: cannot reduce over an empty dimension " + std::to_string(dim) + " of " +
@@ -201,6 +227,16 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
   Shape rs = reduced_shape(a.shape(), d, keepdim);
   Tensor values = empty(rs, a.options()),
          indices = empty(rs, TensorOptions(kInt64).device(a.device()));
+  if (a.device().is_cuda()) {
+    cuda_ops::max_dim(a, d, values, indices);
+    if (needs_grad({&a}))
+      record("MaxDimBackward", values, {&a}, [s = a.shape(), d, indices](const Tensor& g) {
+        Tensor ga = zeros(s, g.options());
+        cuda_ops::max_dim_backward(g, indices, d, ga);
+        return std::vector<Tensor>{ga};
+      });
+    return {values, indices};
+  }
   visit_all(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* p = a.data_ptr<T>();
@@ -241,15 +277,19 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
 
 Tensor argmax(const Tensor& a, int dim, bool keepdim) {
   detail::check_defined("argmax", a);
-  detail::require_cpu("argmax", a);
   NoGradGuard g;
   return max(a, dim, keepdim).second;
 }
 
 Tensor argmax(const Tensor& a) {
   detail::check_defined("argmax", a);
-  detail::require_cpu("argmax", a);
   if (a.numel() == 0) throw ShapeError("argmax: cannot reduce an empty tensor");
+  if (a.device().is_cuda()) {
+    // One block instead of max along dim 0 of the flattened tensor (one thread): the same rule.
+    Tensor out = empty(Shape{}, TensorOptions(kInt64).device(a.device()));
+    cuda_ops::max_all(a, true, Tensor(), out);
+    return out;
+  }
   NoGradGuard g;
   return reshape(max(reshape(a, {a.numel()}), 0).second, Shape{});
 }
@@ -259,6 +299,10 @@ namespace {
 Tensor softmax_impl(const Tensor& x, int d, bool log) {
   Dims k = split_at(x.shape(), d);
   Tensor out = empty(x.shape(), x.options());
+  if (x.device().is_cuda()) {
+    cuda_ops::softmax(x, d, log, out);  // the same line loop (src/ops/device_ops.h)
+    return out;
+  }
   detail::visit_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* p = x.data_ptr<T>();
@@ -281,7 +325,6 @@ Tensor softmax_impl(const Tensor& x, int d, bool log) {
 
 Tensor log_softmax(const Tensor& x, int dim) {
   detail::check_floating("log_softmax", x);
-  detail::require_cpu("log_softmax", x);
   int d = detail::wrap_dim("log_softmax", dim, x.dim());
   Tensor out = softmax_impl(x, d, true);
   if (needs_grad({&x}))
@@ -295,7 +338,6 @@ Tensor log_softmax(const Tensor& x, int dim) {
 
 Tensor softmax(const Tensor& x, int dim) {
   detail::check_floating("softmax", x);
-  detail::require_cpu("softmax", x);
   int d = detail::wrap_dim("softmax", dim, x.dim());
   Tensor out = softmax_impl(x, d, false);
   if (needs_grad({&x}))

@@ -2,6 +2,7 @@
 // along `dim` is viewed as [outer, R, inner] blocks of contiguous memory.
 #include <cstring>
 
+#include "ops/cuda_ops.h"
 #include "ops/op_utils.h"
 
 namespace lockstep {
@@ -94,15 +95,20 @@ Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length)
     out = detail::alias(a, a.impl().offset + start * (a.numel() / std::max<std::int64_t>(n, 1)), s);
     if (n == 0) out = detail::alias(a, a.impl().offset, s);
   } else {
-    detail::require_cpu("narrow (along a dimension other than 0)", a);
+    // Along another dimension the slice is not one block: a copy (on a GPU the strided copy).
     out = empty(s, a.options());
-    copy_slice(a, d, start, length, out, 0, length);
+    if (a.device().is_cuda())
+      cuda_ops::slice_out(a, d, start, out);
+    else
+      copy_slice(a, d, start, length, out, 0, length);
   }
   if (needs_grad({&a}))
     record("NarrowBackward", out, {&a}, [src = a.shape(), d, start, length](const Tensor& g) {
-      detail::require_cpu("narrow backward", g);
       Tensor ga = zeros(src, g.options());
-      copy_slice(g, d, 0, length, ga, start, src[d]);
+      if (g.device().is_cuda())
+        cuda_ops::slice_in(g, d, start, ga);
+      else
+        copy_slice(g, d, 0, length, ga, start, src[d]);
       return std::vector<Tensor>{ga};
     });
   return out;
@@ -111,14 +117,20 @@ Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length)
 Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   detail::check_defined("index_select", a);
   detail::check_defined("index_select", index);
-  detail::require_cpu("index_select", a);
-  detail::require_cpu("index_select", index);
+  if (index.device() != a.device() && (a.device().is_cuda() || index.device().is_cuda()))
+    throw DeviceError("index_select: expected the index on the tensor's device " +
+                      a.device().str() + ", got " + index.device().str());
   int d = detail::wrap_dim("index_select", dim, a.dim());
   if (index.dtype() != kInt64 || index.dim() > 1)
     throw DTypeError("index_select: index must be a 1-d int64 tensor, got " +
                      to_string(index.dtype()) + " " + index.shape().str());
   std::int64_t n = a.size(d), k = index.numel();
-  const auto* pi = index.data_ptr<std::int64_t>();
+  // On a GPU the indices are checked on a host copy (one synchronizing copy), with the same
+  // message as on the CPU.
+  const bool on_gpu = a.device().is_cuda();
+  const std::vector<std::int64_t> host_index =
+      on_gpu ? index.to_vector<std::int64_t>() : std::vector<std::int64_t>();
+  const auto* pi = on_gpu ? host_index.data() : index.data_ptr<std::int64_t>();
   for (std::int64_t i = 0; i < k; ++i)
     if (pi[i] < 0 || pi[i] >= n)
       throw IndexError("index_select: index " + std::to_string(pi[i]) + " at position " +
@@ -127,10 +139,18 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   Shape s = a.shape();
   s[d] = k;
   Tensor out = empty(s, a.options());
-  for (std::int64_t i = 0; i < k; ++i) copy_slice(a, d, pi[i], 1, out, i, k);
+  if (on_gpu)
+    cuda_ops::index_select(a, d, index, out);
+  else
+    for (std::int64_t i = 0; i < k; ++i) copy_slice(a, d, pi[i], 1, out, i, k);
   if (needs_grad({&a}))
     record("IndexSelectBackward", out, {&a},
            [src = a.shape(), d, index = index.clone()](const Tensor& g) {
+             if (g.device().is_cuda()) {
+               Tensor ga = empty(src, g.options());  // every element written
+               cuda_ops::index_select_backward(g, d, index, ga);
+               return std::vector<Tensor>{ga};
+             }
              Tensor ga = zeros(src, g.options());
              Blocks b = blocks(src, d);
              std::int64_t k = index.numel();
@@ -154,8 +174,6 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   const Tensor& first = tensors.front();
   detail::check_defined("cat", first);
   int d = detail::wrap_dim("cat", dim, first.dim());
-  // On a GPU only along dim 0, where each input is one contiguous block of the output.
-  if (d != 0) detail::require_cpu("cat", first);
   std::int64_t total = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -176,9 +194,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   for (const Tensor& t : tensors) {
     if (out.device().is_cpu()) {
       copy_slice(t, d, 0, t.size(d), out, pos, total);
-    } else if (t.numel() > 0) {
+    } else if (t.numel() > 0 && d == 0) {
+      // Along dim 0 each input is one contiguous block of the output.
       NoGradGuard no_grad;
       narrow(out, 0, pos, t.size(0)).copy_(t.detach());
+    } else if (t.numel() > 0) {
+      cuda_ops::slice_in(t, d, pos, out);
     }
     pos += t.size(d);
     sizes.push_back(t.size(d));

@@ -15,9 +15,9 @@
 namespace lockstep::testing {
 
 /// First statement of every CUDA test: skips it, with the reason, where no device is usable.
-#define LOCKSTEP_REQUIRE_CUDA()                                                  \
-  do {                                                                           \
-    if (::lockstep::cuda::device_count() == 0)                                   \
+#define LOCKSTEP_REQUIRE_CUDA()                                                     \
+  do {                                                                              \
+    if (::lockstep::cuda::device_count() == 0)                                      \
       GTEST_SKIP() << "no CUDA device: " << ::lockstep::cuda::unavailable_reason(); \
   } while (0)
 
@@ -39,7 +39,8 @@ struct DeviceArray {
   }
 };
 
-/// |a − b| ≤ 1e-4 + 1e-4·|b| elementwise (b is the reference); NaN only where b is NaN.
+/// |a − b| ≤ 1e-4 + 1e-4·|b| elementwise (b is the reference); NaN only where b is NaN, an
+/// infinity only where b is the same infinity.
 template <class T>
 ::testing::AssertionResult close(const std::vector<T>& a, const std::vector<T>& b,
                                  double atol = 1e-4, double rtol = 1e-4) {
@@ -48,6 +49,7 @@ template <class T>
   for (std::size_t i = 0; i < a.size(); ++i) {
     const double x = a[i], y = b[i];
     if (std::isnan(y) && std::isnan(x)) continue;
+    if (x == y) continue;  // equal infinities (their difference is NaN)
     if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y)))
       return ::testing::AssertionFailure()
              << "element " << i << ": cuda " << x << " vs reference " << y;

@@ -6,6 +6,8 @@
 // without one, printing the reason; those marked "no GPU needed" run everywhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -30,8 +32,46 @@ struct OpCase {
   std::string name;
   std::vector<std::vector<Shape>> shapes;  // each entry: the float inputs of one run
   std::function<Tensor(const std::vector<Tensor>&, Device)> f;
-  bool positive = false;  // inputs drawn away from zero (div's denominator)
+  bool positive = false;  // inputs drawn away from zero (div's denominator, log, sqrt)
+  std::vector<DType> dtypes = {kFloat32};
 };
+
+// ---- the shapes of the ops beyond the reference workload ----------------------------------------
+
+const std::vector<DType> kBoth = {kFloat32, kFloat64};
+
+// Odd shapes of ranks 1 to 4 with empty and size-1 dimensions, for the along-a-dimension ops.
+std::vector<Shape> along_shapes() {
+  return {Shape{3, 5, 4}, Shape{1, 7}, Shape{6, 1},       Shape{2, 0, 3},
+          Shape{9},       Shape{33},   Shape{2, 3, 1, 5}, Shape{0}};
+}
+// One-input runs of the shapes with a dimension d (and size(d) > 0 when nonempty_dim).
+std::vector<std::vector<Shape>> with_dim(int d, bool nonempty_dim = false) {
+  std::vector<std::vector<Shape>> out;
+  for (const Shape& s : along_shapes())
+    if (s.size() > d && !(nonempty_dim && s[d] == 0)) out.push_back({s});
+  return out;
+}
+// Broadcasting pairs of any ranks (NumPy rules), both orders.
+std::vector<std::vector<Shape>> broadcast_pairs() {
+  std::vector<std::vector<Shape>> out;
+  for (auto [a, b] :
+       {std::pair{Shape{3, 1, 5}, Shape{4, 1}}, std::pair{Shape{2, 3, 4}, Shape{4}},
+        std::pair{Shape{2, 3, 4}, Shape{3, 1}}, std::pair{Shape{1, 4}, Shape{3, 1}},
+        std::pair{Shape{5, 1, 1, 2}, Shape{1, 4, 3, 1}}, std::pair{Shape{0, 3}, Shape{3}},
+        std::pair{Shape{2, 1}, Shape{1, 0}}, std::pair{Shape{33, 7}, Shape{7}},
+        std::pair{Shape{2, 1, 3, 1, 2}, Shape{4, 1, 5, 1}}}) {
+    out.push_back({a, b});
+    out.push_back({b, a});
+  }
+  return out;
+}
+// An index for dimension size n: repeats, out of order; empty when n == 0.
+Tensor index_for(std::int64_t n, Device d) {
+  std::vector<std::int64_t> v;
+  if (n > 0) v = {n - 1, 0, n / 2, n - 1, 0};
+  return tensor(v).to(d);
+}
 
 Shape sq(std::int64_t a, std::int64_t b) { return Shape{a, b}; }
 
@@ -114,6 +154,100 @@ std::vector<OpCase> op_cases() {
                    return cross_entropy(in[0], target.to(d), ignore);
                  }});
   }
+
+  // ---- elementwise math (float32 and float64) ----
+  using DT = std::vector<DType>;
+  c.push_back({"exp", singles(), [](V in, Device) { return exp(in[0]); }, false, kBoth});
+  c.push_back({"log", singles(), [](V in, Device) { return log(in[0]); }, true, kBoth});
+  c.push_back({"sqrt", singles(), [](V in, Device) { return sqrt(in[0]); }, true, kBoth});
+  c.push_back({"sigmoid", singles(), [](V in, Device) { return sigmoid(in[0]); }, false, kBoth});
+  c.push_back({"gelu", singles(), [](V in, Device) { return gelu(in[0]); }, false, kBoth});
+  c.push_back({"pow_2", singles(), [](V in, Device) { return pow(in[0], 2.0); }, false, kBoth});
+  c.push_back({"pow_3", singles(), [](V in, Device) { return pow(in[0], 3.0); }, false, kBoth});
+  c.push_back({"pow_0", singles(), [](V in, Device) { return pow(in[0], 0.0); }, false, kBoth});
+  c.push_back({"pow_half", singles(), [](V in, Device) { return pow(in[0], 0.5); }, true, kBoth});
+  c.push_back({"pow_neg", singles(), [](V in, Device) { return pow(in[0], -1.5); }, true, kBoth});
+  c.push_back({"neg_f64", singles(), [](V in, Device) { return neg(in[0]); }, false, DT{kFloat64}});
+  // ---- broadcasting of any ranks, forward and the sum_to of the gradients ----
+  c.push_back({"add_broadcast", broadcast_pairs(), [](V in, Device) { return add(in[0], in[1]); },
+               false, kBoth});
+  c.push_back({"sub_broadcast", broadcast_pairs(), [](V in, Device) { return sub(in[0], in[1]); },
+               false, kBoth});
+  c.push_back({"mul_broadcast", broadcast_pairs(), [](V in, Device) { return mul(in[0], in[1]); },
+               false, kBoth});
+  c.push_back({"div_broadcast", broadcast_pairs(), [](V in, Device) { return div(in[0], in[1]); },
+               true, kBoth});
+  // ---- reductions along every dimension (and negative dims), with and without keepdim ----
+  for (int d = 0; d < 4; ++d)
+    for (bool keep : {false, true}) {
+      const std::string suffix = std::to_string(d) + (keep ? "_keepdim" : "");
+      c.push_back({"sum_dim" + suffix, with_dim(d),
+                   [d, keep](V in, Device) { return sum(in[0], d, keep); }, false, kBoth});
+      c.push_back({"mean_dim" + suffix, with_dim(d),
+                   [d, keep](V in, Device) { return mean(in[0], d, keep); }, false, kBoth});
+      c.push_back({"max_dim" + suffix, with_dim(d, true),
+                   [d, keep](V in, Device) { return max(in[0], d, keep).first; }, false, kBoth});
+    }
+  c.push_back(
+      {"sum_dim_neg1", with_dim(0), [](V in, Device) { return sum(in[0], -1); }, false, kBoth});
+  std::vector<std::vector<Shape>> nonempty;
+  for (const Shape& s : along_shapes())
+    if (s.numel() > 0) nonempty.push_back({s});
+  c.push_back({"max_all", nonempty, [](V in, Device) { return max(in[0]); }, false, kBoth});
+  for (int d = 0; d < 4; ++d) {
+    c.push_back({"softmax_dim" + std::to_string(d), with_dim(d),
+                 [d](V in, Device) { return softmax(in[0], d); }, false, kBoth});
+    c.push_back({"log_softmax_dim" + std::to_string(d), with_dim(d),
+                 [d](V in, Device) { return log_softmax(in[0], d); }, false, kBoth});
+  }
+  c.push_back(
+      {"softmax_neg1", with_dim(0), [](V in, Device) { return softmax(in[0], -1); }, false, kBoth});
+  // ---- shape ops producing copies ----
+  c.push_back({"t",
+               {{sq(7, 33)}, {sq(1, 1)}, {sq(0, 5)}, {sq(3, 0)}, {sq(1, 9)}, {sq(9, 1)}},
+               [](V in, Device) { return t(in[0]); },
+               false,
+               kBoth});
+  for (int d = 0; d < 4; ++d) {
+    c.push_back({"narrow_dim" + std::to_string(d), with_dim(d),
+                 [d](V in, Device) {
+                   const std::int64_t n = in[0].size(d);
+                   return narrow(in[0], d, n / 3, n - n / 3 - n / 4);
+                 },
+                 false, kBoth});
+    c.push_back(
+        {"index_select_dim" + std::to_string(d), with_dim(d),
+         [d](V in, Device dev) { return index_select(in[0], d, index_for(in[0].size(d), dev)); },
+         false, kBoth});
+  }
+  for (int d = 1; d < 3; ++d) {
+    // three inputs differing only along d (one empty there)
+    std::vector<std::vector<Shape>> runs;
+    for (const Shape& s : along_shapes()) {
+      if (s.size() <= d) continue;
+      Shape a = s, b = s, e = s;
+      b[d] = s[d] + 2;
+      e[d] = 0;
+      runs.push_back({a, e, b});
+    }
+    c.push_back({"cat_dim" + std::to_string(d), runs, [d](V in, Device) { return cat(in, d); },
+                 false, kBoth});
+  }
+  c.push_back({"cat_dim_neg1",
+               {{sq(3, 5), sq(3, 2)}, {sq(0, 1), sq(0, 4)}},
+               [](V in, Device) { return cat(in, -1); },
+               false,
+               kBoth});
+  // a chain through the new ops, as a small attention-like block builds it
+  c.push_back({"softmax_chain",
+               {{Shape{4, 6}, Shape{6, 5}, Shape{5}}},
+               [](V in, Device) {
+                 Tensor s = softmax(mul(matmul(in[0], in[1]), 0.5), -1);
+                 Tensor h = gelu(add(s, in[2]));
+                 return sum(mul(h, sigmoid(t(t(h)))), 0);
+               },
+               false,
+               kBoth});
   return c;
 }
 
@@ -127,31 +261,35 @@ TEST_P(CudaOps, ForwardAndGradientsMatchCpu) {
   const OpCase& op = GetParam();
   std::uint64_t seed = 1;
   for (const auto& shapes : op.shapes) {
-    std::vector<Tensor> cpu_in, cuda_in;
-    for (const Shape& s : shapes) {
+    for (DType dt : op.dtypes) {
+      std::vector<Tensor> cpu_in, cuda_in;
+      for (const Shape& s : shapes) {
+        Generator gen(seed++);
+        Tensor x = randn(s, dt, &gen);
+        if (op.positive) x = add(mul(x, x), 0.5);  // ≥ 0.5
+        cpu_in.push_back(x.detach().requires_grad_());
+        cuda_in.push_back(x.detach().to(kCuda0).requires_grad_());
+      }
+      std::string where = op.name;
+      where.append(" ").append(to_string(dt));
+      for (const Shape& s : shapes) where.append(" ").append(s.str());
+      Tensor y_cpu = op.f(cpu_in, cpu()), y_cuda = op.f(cuda_in, kCuda0);
+      ASSERT_EQ(y_cuda.device(), kCuda0) << where;
+      ASSERT_EQ(y_cuda.shape(), y_cpu.shape()) << where;
+      ASSERT_TRUE(close(host(y_cuda), host(y_cpu))) << where << " forward";
+      ASSERT_EQ(y_cuda.dtype(), y_cpu.dtype()) << where;
       Generator gen(seed++);
-      Tensor x = randn(s, {}, &gen);
-      if (op.positive) x = add(mul(x, x), 0.5);  // ≥ 0.5
-      cpu_in.push_back(x.detach().requires_grad_());
-      cuda_in.push_back(x.detach().to(kCuda0).requires_grad_());
-    }
-    std::string where = op.name;
-    for (const Shape& s : shapes) where += " " + s.str();
-    Tensor y_cpu = op.f(cpu_in, cpu()), y_cuda = op.f(cuda_in, kCuda0);
-    ASSERT_EQ(y_cuda.device(), kCuda0) << where;
-    ASSERT_EQ(y_cuda.shape(), y_cpu.shape()) << where;
-    ASSERT_TRUE(close(host(y_cuda), host(y_cpu))) << where << " forward";
-    Generator gen(seed++);
-    Tensor g = randn(y_cpu.shape(), {}, &gen);
-    y_cpu.backward(g);
-    y_cuda.backward(g.to(kCuda0));
-    for (std::size_t i = 0; i < cpu_in.size(); ++i) {
-      const Tensor gc = cpu_in[i].grad(), gd = cuda_in[i].grad();
-      ASSERT_EQ(gd.defined(), gc.defined()) << where << " input " << i;
-      if (!gc.defined()) continue;
-      ASSERT_EQ(gd.device(), kCuda0) << where << " input " << i;
-      ASSERT_EQ(gd.shape(), gc.shape()) << where << " input " << i;
-      EXPECT_TRUE(close(host(gd), host(gc))) << where << " gradient of input " << i;
+      Tensor g = randn(y_cpu.shape(), dt, &gen);
+      y_cpu.backward(g);
+      y_cuda.backward(g.to(kCuda0));
+      for (std::size_t i = 0; i < cpu_in.size(); ++i) {
+        const Tensor gc = cpu_in[i].grad(), gd = cuda_in[i].grad();
+        ASSERT_EQ(gd.defined(), gc.defined()) << where << " input " << i;
+        if (!gc.defined()) continue;
+        ASSERT_EQ(gd.device(), kCuda0) << where << " input " << i;
+        ASSERT_EQ(gd.shape(), gc.shape()) << where << " input " << i;
+        EXPECT_TRUE(close(host(gd), host(gc))) << where << " gradient of input " << i;
+      }
     }
   }
 }
@@ -320,34 +458,27 @@ TEST(CudaTensor, DataPtrRefusesDeviceMemory) {
   EXPECT_EQ(t.narrow(0, 1, 2).device_data_ptr<float>(), t.device_data_ptr<float>() + 1);
 }
 
-TEST(CudaTensor, OpsWithoutCudaPathThrowDeviceErrorNamingOpAndDevice) {
+TEST(CudaTensor, Int64InPlaceArithmeticMatchesTheCpu) {
   LOCKSTEP_REQUIRE_CUDA();
-  Tensor x = ones({3, 4}, kCuda0);
-  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
-      {"softmax", [&] { softmax(x, 1); }},
-      {"log_softmax", [&] { log_softmax(x, 1); }},
-      {"exp", [&] { exp(x); }},
-      {"sigmoid", [&] { sigmoid(x); }},
-      {"sum (along a dimension)", [&] { sum(x, 0); }},
-      {"argmax", [&] { argmax(x, 1); }},
-      {"t", [&] { t(x); }},
-      {"cat",
-       [&] {
-         cat({x, x}, 1);
-       }},  // only dim 0 has a CUDA path
-      {"dropout", [&] { dropout(x, 0.5, true); }},
-      {"add", [&] { add(x, ones({4}, kCuda0)); }},  // broadcasting [3, 4] with [4]
-  };
-  for (const auto& [name, f] : cases) {
-    try {
-      f();
-      ADD_FAILURE() << name << ": expected DeviceError";
-    } catch (const DeviceError& e) {
-      const std::string what = e.what();
-      EXPECT_EQ(what.rfind(name + ":", 0), 0u) << what;
-      EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
-    }
+  // The last ops that refused cuda:k tensors (in-place int64 add_ / mul_), now exact.
+  for (double alpha : {1.0, -3.0, 2.7}) {
+    Tensor a = randint(-50, 50, {4, 6}, kInt64), b = randint(-50, 50, {24}, kInt64);
+    Tensor ad = a.to(kCuda0), bd = b.to(kCuda0);
+    a.add_(b, alpha);
+    ad.add_(bd, alpha);
+    EXPECT_EQ(ad.to_vector<std::int64_t>(), a.to_vector<std::int64_t>()) << alpha;
+    Tensor one = full({1}, 7.0, TensorOptions(kInt64));
+    a.add_(one, alpha);
+    ad.add_(one.to(kCuda0), alpha);
+    EXPECT_EQ(ad.to_vector<std::int64_t>(), a.to_vector<std::int64_t>()) << alpha;
+    a.mul_(alpha);
+    ad.mul_(alpha);
+    EXPECT_EQ(ad.to_vector<std::int64_t>(), a.to_vector<std::int64_t>()) << alpha;
   }
+  Tensor e = zeros({0, 3}, TensorOptions(kInt64).device(kCuda0));
+  e.add_(e);
+  e.mul_(2.0);
+  EXPECT_EQ(e.shape(), (Shape{0, 3}));
 }
 
 TEST(CudaTensor, MixedDevicesThrowDeviceError) {
@@ -362,6 +493,9 @@ TEST(CudaTensor, MixedDevicesThrowDeviceError) {
   EXPECT_THROW(linear(d, ones({4, 3}, kCuda0), ones({4})), DeviceError);
   EXPECT_THROW(mse_loss(d, h), DeviceError);
   EXPECT_THROW(cross_entropy(d, tensor(std::vector<std::int64_t>{0, 1})), DeviceError);
+  EXPECT_THROW(index_select(d, 0, tensor(std::vector<std::int64_t>{0})), DeviceError);
+  EXPECT_THROW(cat({d, h}, 1), DeviceError);
+  EXPECT_THROW(eq(d, h), DeviceError);
   Tensor leaf = ones({2, 3}, kCuda0).requires_grad_();
   EXPECT_THROW(sum(leaf).backward(ones({})), DeviceError);  // a host gradient for a device output
 }
@@ -388,6 +522,269 @@ TEST(CudaTensor, OutOfRangeLabelIsIndexErrorAsOnCpu) {
   // ignore_index is not out of range
   Tensor target = tensor(std::vector<std::int64_t>{0, -100, 1, 2});
   EXPECT_NO_THROW(cross_entropy(logits.to(kCuda0), target.to(kCuda0)));
+}
+
+// ---- the ops beyond the reference workload: exact results --------------------------------------
+
+// Inputs with NaN, ±inf, signed zeros and ties at fixed places.
+Tensor edge_tensor(const Shape& s, DType dt, unsigned seed) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> pool = {nan, inf, -inf, -0.0, 0.0, 2.0, 2.0, -3.5, 1e-40, 88.0, -88.0};
+  std::vector<double> v(static_cast<std::size_t>(s.numel()));
+  Generator gen(seed);
+  for (auto& x : v) {
+    const auto k = gen.next_below(2 * pool.size());
+    x = k < pool.size() ? pool[k] : gen.next_double() * 8 - 4;
+  }
+  return tensor(v, s).to(dt);
+}
+
+TEST(CudaTensor, ElementwiseMathKeepsEdgeValuesAsTheCpu) {
+  LOCKSTEP_REQUIRE_CUDA();
+  using F = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<std::string, F>> ops = {
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(x); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }},
+      {"pow", [](const Tensor& x) { return pow(x, 2.5); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }}};
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = edge_tensor({200}, dt, 3);
+    for (const auto& [name, f] : ops) {
+      const auto want = host(f(x)), got = host(f(x.to(kCuda0)));
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        // infinities and NaN exactly; −0.0 kept; finite values within the tolerance
+        EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i]))
+            << name << " at " << x.to_vector<double>()[i];
+        if (std::isinf(want[i]) || want[i] == 0) {
+          EXPECT_EQ(got[i], want[i]) << name;
+          EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << name;
+        }
+      }
+      EXPECT_TRUE(close(got, want)) << name << " " << to_string(dt);
+    }
+  }
+}
+
+TEST(CudaTensor, EqMatchesTheCpuIncludingBroadcastingAndInt64) {
+  LOCKSTEP_REQUIRE_CUDA();
+  for (DType dt : {kFloat32, kFloat64, kInt64}) {
+    Tensor a = dt == kInt64 ? randint(0, 3, {4, 5}, kInt64) : edge_tensor({4, 5}, dt, 5);
+    Tensor b = dt == kInt64 ? randint(0, 3, {5}, kInt64) : edge_tensor({5}, dt, 6);
+    for (auto [x, y] : {std::pair{a, a}, std::pair{a, b}, std::pair{b, a}}) {
+      Tensor want = eq(x, y), got = eq(x.to(kCuda0), y.to(kCuda0));
+      EXPECT_EQ(got.device(), kCuda0);
+      EXPECT_EQ(got.dtype(), kInt64);
+      EXPECT_EQ(got.shape(), want.shape());
+      EXPECT_EQ(got.to_vector<std::int64_t>(), want.to_vector<std::int64_t>()) << to_string(dt);
+    }
+  }
+  EXPECT_EQ(eq(zeros({0, 3}, kCuda0), zeros({3}, kCuda0)).shape(), (Shape{0, 3}));
+}
+
+TEST(CudaTensor, MaxAndArgmaxFollowTheCpuTieAndNanRules) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<std::vector<double>> rows = {
+      {1, 3, 3, 2}, {nan, 5, 1}, {5, nan, 7, nan, 2}, {-0.0, 0.0}, {0.0, -0.0}, {nan, nan}, {4}};
+  for (DType dt : {kFloat32, kFloat64, kInt64})
+    for (const auto& v : rows) {
+      if (dt == kInt64 && std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); }))
+        continue;
+      Tensor x = tensor(v, {static_cast<std::int64_t>(v.size())}).to(dt);
+      Tensor xd = x.to(kCuda0);
+      EXPECT_EQ(argmax(xd).item<std::int64_t>(), argmax(x).item<std::int64_t>()) << x.str();
+      EXPECT_EQ(argmax(xd, 0).item<std::int64_t>(), argmax(x, 0).item<std::int64_t>()) << x.str();
+      EXPECT_TRUE(BitEqual(max(xd).to(cpu()), max(x))) << x.str();
+      EXPECT_TRUE(BitEqual(max(xd, 0).first.to(cpu()), max(x, 0).first)) << x.str();
+    }
+  // along every dimension of tensors with NaN and ties, and the whole tensor
+  for (DType dt : {kFloat32, kFloat64})
+    for (const Shape& s : along_shapes()) {
+      Tensor x = edge_tensor(s, dt, 8);
+      Tensor xd = x.to(kCuda0);
+      for (int d = 0; d < s.size(); ++d) {
+        if (s[d] == 0) {
+          EXPECT_THROW(argmax(xd, d), ShapeError);
+          continue;
+        }
+        for (bool keep : {false, true}) {
+          Tensor want = argmax(x, d, keep), got = argmax(xd, d, keep);
+          EXPECT_EQ(got.shape(), want.shape());
+          EXPECT_EQ(got.to_vector<std::int64_t>(), want.to_vector<std::int64_t>())
+              << s.str() << " dim " << d;
+        }
+      }
+      if (s.numel() == 0) {
+        EXPECT_THROW(argmax(xd), ShapeError);
+        EXPECT_THROW(max(xd), ShapeError);
+        continue;
+      }
+      EXPECT_EQ(argmax(xd).item<std::int64_t>(), argmax(x).item<std::int64_t>()) << s.str();
+      EXPECT_TRUE(BitEqual(max(xd).to(cpu()), max(x))) << s.str();
+    }
+  // a large tensor: many threads of the one-block reduction, the maximum tied at three places
+  Tensor big = randn({100003}, kFloat64);
+  for (std::int64_t i : {77, 5000, 99999}) big.data_ptr<double>()[i] = 10.0;
+  EXPECT_EQ(argmax(big.to(kCuda0)).item<std::int64_t>(), 77);
+  Tensor bd = big.to(kCuda0).requires_grad_();
+  Tensor bc = big.detach().requires_grad_();
+  max(bd).backward();
+  max(bc).backward();
+  EXPECT_TRUE(BitEqual(bd.grad().to(cpu()), bc.grad()));  // 1/3 at each tie, as the CPU
+}
+
+TEST(CudaTensor, SoftmaxOfLinesWithInfinityAndNanMatchesTheCpu) {
+  LOCKSTEP_REQUIRE_CUDA();
+  for (DType dt : {kFloat32, kFloat64})
+    for (const Shape& s : along_shapes()) {
+      Tensor x = edge_tensor(s, dt, 12);
+      for (int d = 0; d < s.size(); ++d)
+        for (bool lg : {false, true}) {
+          Tensor want = lg ? log_softmax(x, d) : softmax(x, d);
+          Tensor got = lg ? log_softmax(x.to(kCuda0), d) : softmax(x.to(kCuda0), d);
+          EXPECT_TRUE(close(host(got), host(want))) << s.str() << " dim " << d;
+        }
+    }
+}
+
+TEST(CudaTensor, Int64ArithmeticAndSumsMatchTheCpuExactly) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const TensorOptions i64(kInt64);
+  for (auto [sa, sb] : {std::pair{Shape{4, 5}, Shape{4, 5}}, std::pair{Shape{4, 5}, Shape{5}},
+                        std::pair{Shape{3, 1, 2}, Shape{4, 1}}, std::pair{Shape{0, 2}, Shape{2}}}) {
+    Tensor a = randint(-1000, 1000, sa, kInt64), b = randint(-1000, 1000, sb, kInt64);
+    Tensor ad = a.to(kCuda0), bd = b.to(kCuda0);
+    EXPECT_EQ(add(ad, bd).to_vector<std::int64_t>(), add(a, b).to_vector<std::int64_t>());
+    EXPECT_EQ(sub(ad, bd).to_vector<std::int64_t>(), sub(a, b).to_vector<std::int64_t>());
+    EXPECT_EQ(mul(ad, bd).to_vector<std::int64_t>(), mul(a, b).to_vector<std::int64_t>());
+    EXPECT_EQ(neg(ad).to_vector<std::int64_t>(), neg(a).to_vector<std::int64_t>());
+    EXPECT_EQ(sum(ad).item<std::int64_t>(), sum(a).item<std::int64_t>());
+    for (int d = 0; d < a.dim(); ++d)
+      EXPECT_EQ(sum(ad, d).to_vector<std::int64_t>(), sum(a, d).to_vector<std::int64_t>());
+    EXPECT_EQ(add(ad, bd).dtype(), kInt64);
+  }
+  // wrap-around as the CPU
+  Tensor big = full({2}, 5e18, i64);
+  EXPECT_EQ(add(big.to(kCuda0), big.to(kCuda0)).to_vector<std::int64_t>(),
+            add(big, big).to_vector<std::int64_t>());
+}
+
+TEST(CudaTensor, IndexSelectChecksIndicesAsTheCpu) {
+  LOCKSTEP_REQUIRE_CUDA();
+  Tensor x = randn({4, 3});
+  Tensor bad = tensor(std::vector<std::int64_t>{0, 4, 1});
+  std::string cpu_msg, cuda_msg;
+  try {
+    index_select(x, 0, bad);
+  } catch (const IndexError& e) {
+    cpu_msg = e.what();
+  }
+  try {
+    index_select(x.to(kCuda0), 0, bad.to(kCuda0));
+  } catch (const IndexError& e) {
+    cuda_msg = e.what();
+  }
+  EXPECT_FALSE(cpu_msg.empty());
+  EXPECT_EQ(cuda_msg, cpu_msg);
+  EXPECT_THROW(index_select(x.to(kCuda0), 0, tensor(std::vector<std::int64_t>{0})), DeviceError);
+  EXPECT_THROW(index_select(x.to(kCuda0), 0, ones({2}, kCuda0)), DTypeError);
+  // int64 data are copied too
+  Tensor xi = randint(0, 100, {4, 3}, kInt64);
+  Tensor idx = tensor(std::vector<std::int64_t>{2, 2, 0});
+  EXPECT_EQ(index_select(xi.to(kCuda0), 1, idx.to(kCuda0)).to_vector<std::int64_t>(),
+            index_select(xi, 1, idx).to_vector<std::int64_t>());
+  EXPECT_EQ(t(xi.to(kCuda0)).to_vector<std::int64_t>(), t(xi).to_vector<std::int64_t>());
+  EXPECT_EQ(narrow(xi.to(kCuda0), 1, 1, 2).to_vector<std::int64_t>(),
+            narrow(xi, 1, 1, 2).to_vector<std::int64_t>());
+}
+
+// ---- dropout: the CPU's masks, bit for bit ------------------------------------------------------
+
+TEST(CudaDropout, KeyedMasksAreTheCpuMasksBitForBit) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const DropoutKey key{0x1234567890abULL, 7, 40};
+  for (DType dt : {kFloat32, kFloat64})
+    for (double p : {0.1, 0.5, 0.9, 1.0})
+      for (const Shape& s : {Shape{5, 7}, Shape{1, 1}, Shape{4, 2, 3}, Shape{6}, Shape{0, 3},
+                             Shape{}, Shape{33, 129}}) {
+        Tensor x = randn(s, dt);
+        std::vector<Tensor> cpu_out, cuda_out;
+        {
+          DropoutKeyGuard guard(key);
+          for (int call = 0; call < 3; ++call) cpu_out.push_back(dropout(x, p, true));
+        }
+        {
+          DropoutKeyGuard guard(key);
+          for (int call = 0; call < 3; ++call)
+            cuda_out.push_back(dropout(x.to(kCuda0), p, true).to(cpu()));
+        }
+        for (int call = 0; call < 3; ++call)
+          EXPECT_TRUE(BitEqual(cuda_out[call], cpu_out[call]))
+              << s.str() << " p=" << p << " call " << call << " " << to_string(dt);
+      }
+}
+
+TEST(CudaDropout, DataParallelKeysGiveTheSameRowsWhateverTheSplit) {
+  LOCKSTEP_REQUIRE_CUDA();
+  // The whole batch on the CPU under (seed, step, offset 0) against two shards on the GPU, each
+  // under its own sample offset, as DataParallel keys its replicas.
+  Tensor x = randn({10, 13});
+  Tensor whole;
+  {
+    DropoutKeyGuard guard({99, 3, 0});
+    whole = dropout(x, 0.3, true);
+  }
+  std::vector<Tensor> parts;
+  for (auto [start, len] : {std::pair<std::int64_t, std::int64_t>{0, 4}, {4, 6}}) {
+    DropoutKeyGuard guard({99, 3, start});
+    parts.push_back(dropout(narrow(x, 0, start, len).to(kCuda0), 0.3, true).to(cpu()));
+  }
+  EXPECT_TRUE(BitEqual(cat(parts, 0), whole));
+}
+
+TEST(CudaDropout, GeneratorMasksAreTheCpuMasksAndAdvanceTheGeneratorAlike) {
+  LOCKSTEP_REQUIRE_CUDA();
+  for (DType dt : {kFloat32, kFloat64}) {
+    Generator gc(5), gd(5);
+    gc.set_offset(3);
+    gd.set_offset(3);
+    Tensor x = randn({17, 9}, dt);
+    for (int call = 0; call < 2; ++call) {
+      Tensor want = dropout(x, 0.25, true, &gc);
+      Tensor got = dropout(x.to(kCuda0), 0.25, true, &gd);
+      EXPECT_TRUE(BitEqual(got.to(cpu()), want)) << to_string(dt) << " call " << call;
+      EXPECT_EQ(gd.offset(), gc.offset());
+    }
+  }
+  // the default generator too
+  Tensor x = randn({6, 5});
+  manual_seed(21);
+  Tensor want = dropout(x, 0.5, true);
+  const std::uint64_t after = default_generator().offset();
+  manual_seed(21);
+  Tensor got = dropout(x.to(kCuda0), 0.5, true);
+  EXPECT_TRUE(BitEqual(got.to(cpu()), want));
+  EXPECT_EQ(default_generator().offset(), after);
+}
+
+TEST(CudaDropout, GradientIsTheMaskTimesTheIncomingGradient) {
+  LOCKSTEP_REQUIRE_CUDA();
+  Tensor x = randn({8, 6});
+  Tensor xc = x.detach().requires_grad_(), xd = x.to(kCuda0).requires_grad_();
+  Tensor g = randn({8, 6});
+  {
+    DropoutKeyGuard guard({1, 2, 3});
+    dropout(xc, 0.4, true).backward(g);
+  }
+  {
+    DropoutKeyGuard guard({1, 2, 3});
+    dropout(xd, 0.4, true).backward(g.to(kCuda0));
+  }
+  EXPECT_TRUE(BitEqual(xd.grad().to(cpu()), xc.grad()));
 }
 
 // ---- optimizers ---------------------------------------------------------------------------------

@@ -11,9 +11,11 @@
 // current for its launches and restores the caller's device.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "lockstep/cuda/runtime.h"
+#include "ops/device_ops.h"
 
 namespace lockstep::kernels::cuda {
 
@@ -280,5 +282,103 @@ template <class T>
 void adam_flat_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
                     const FlatSegment<T>* segments, std::int64_t count, std::int64_t blocks,
                     const AdamHyper& hyper, Exec exec);
+
+// ---- the ops beyond the reference workload (docs/cuda.md) --------------------------------------
+// Their per-element and per-line bodies are src/ops/device_ops.h, shared with the host tests;
+// every kernel is deterministic (no atomics; each output written by one thread or one block in
+// a fixed order) and indexes with 64-bit integers.
+
+using shared::ReducePlan;
+using shared::StridedIter;
+
+/// Elementwise math: y[i] = f(x[i]), i < n, f the CPU op's formula (device_ops.h): Exp, Log,
+/// Sqrt (exact), Pow (x^param in double), Sigmoid, Gelu (erf form, in double).
+enum class Math : std::uint8_t { Exp, Log, Sqrt, Pow, Sigmoid, Gelu };
+template <class T>
+void math_forward(Math op, const T* x, T* y, std::int64_t n, double param, Exec exec);
+
+/// Their backward: gi[i] = df(g[i], saved[i]) where saved is the forward's result y (Sqrt,
+/// Sigmoid) or its input x (Pow, Gelu); Exp and Log compose from mul / div on the device.
+template <class T>
+void math_backward(Math op, const T* g, const T* saved, T* gi, std::int64_t n, double param,
+                   Exec exec);
+
+/// out[i] = 1 if d[i] == 0 else 0 (int64), i < n: eq as the CPU computes it, from a − b.
+template <class T>
+void is_zero(const T* d, std::int64_t* out, std::int64_t n, Exec exec);
+
+/// out[i] = a[off0(i)] op b[off1(i)] for i < n = the iteration space's size (broadcasting; `it`
+/// from broadcast_iter); float, double and int64 (Add, Sub, Mul; Div for floats). Each
+/// operation rounds on its own. out must not alias a or b.
+template <class T>
+void binary_strided(Binary op, const T* a, const T* b, T* out, const StridedIter& it,
+                    std::int64_t n, Exec exec);
+
+/// out[o] = Σ in over plan's reduced positions of output o (reduce_sum_one: double accumulation
+/// for floats, int64 for int64, in increasing input index), o < plan.out_count, then divided by
+/// nothing (sum). One thread per output; a plan with reduced_count == 0 writes zeros.
+template <class T>
+void sum_reduce(const T* in, T* out, const ReducePlan& plan, Exec exec);
+
+/// softmax (log = false) or log_softmax of each line of x viewed as [outer, r, inner] along r,
+/// into y (shared::softmax_line; one thread per line).
+template <class T>
+void softmax_lines(const T* x, T* y, std::int64_t outer, std::int64_t r, std::int64_t inner,
+                   bool log, Exec exec);
+
+/// max along r of x viewed as [outer, r, inner] (r ≥ 1): values [outer, inner] and int64 indices
+/// (shared::max_line: the CPU's first-index and NaN rules). values may be nullptr.
+template <class T>
+void max_dim(const T* x, T* values, std::int64_t* indices, std::int64_t outer, std::int64_t r,
+             std::int64_t inner, Exec exec);
+
+/// The backward of max along r: gi[(o·r + indices[o, i])·inner + i] = g[o, i]; gi zeroed by the
+/// caller (each output position written by one thread).
+template <class T>
+void max_dim_backward(const T* g, const std::int64_t* indices, T* gi, std::int64_t outer,
+                      std::int64_t r, std::int64_t inner, Exec exec);
+
+/// Whole-tensor max (rule shared::kRuleMax) or argmax (kRuleArgmax) of x[0, n), n ≥ 1: one
+/// block, shared::MaxAcc merged in a fixed tree. *index ← the index, *value ← x[index] (value
+/// may be nullptr).
+template <class T>
+void max_all(const T* x, std::int64_t n, int rule, T* value, std::int64_t* index, Exec exec);
+
+/// The whole-tensor max backward (src/ops/reduce.cpp): with ties = #{i : x[i] == *best} (in
+/// double), gi[i] = T(*g / max(ties, 1)) where x[i] == *best, else 0. One block.
+template <class T>
+void max_all_backward(const T* x, std::int64_t n, const T* best, const T* g, T* gi, Exec exec);
+
+/// dst[dst_base + off0(i)] = src[src_base + off1(i)] for i < n, elements of `elem_size` bytes
+/// (4 or 8: float, double, int64) — t, narrow, cat and their backward.
+void strided_copy(std::size_t elem_size, void* dst, std::int64_t dst_base, const void* src,
+                  std::int64_t src_base, const StridedIter& it, std::int64_t n, Exec exec);
+
+/// out[(o·k + i)·inner + j] = in[(o·r + index[i])·inner + j] (index_select; indices already
+/// checked to lie in [0, r)), elements of elem_size bytes (4 or 8).
+void index_select(std::size_t elem_size, const void* in, const std::int64_t* index, void* out,
+                  std::int64_t outer, std::int64_t r, std::int64_t k, std::int64_t inner,
+                  Exec exec);
+
+/// The backward of index_select: gi[(o·r + q)·inner + j] = Σ_{i : index[i] == q} g[(o·k + i)·
+/// inner + j] summed in T in increasing i from +0 (the CPU's order), one thread per element of
+/// gi (all of gi is written).
+template <class T>
+void index_select_backward(const T* g, const std::int64_t* index, T* gi, std::int64_t outer,
+                           std::int64_t r, std::int64_t k, std::int64_t inner, Exec exec);
+
+/// Keyed dropout mask (lockstep::dropout under a DropoutKeyGuard) of a [rows, cols] view:
+/// mask[row·cols + j] = 0 where word (j % 4) of Philox(counter (sample_offset + row, step, call,
+/// j / 4), key seed) · 2^-32 < p, else scale — bit for bit the CPU's mask (src/core/philox.h).
+template <class T>
+void dropout_mask_keyed(T* mask, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
+                        std::uint64_t step, std::uint32_t call, std::int64_t sample_offset,
+                        double p, T scale, Exec exec);
+
+/// Sequential dropout mask: mask[i] = 0 where the Generator's next_double at stream position
+/// offset + 2i (of `seed`) is < p, else scale — the CPU's per-element loop over the stream.
+template <class T>
+void dropout_mask_stream(T* mask, std::int64_t n, std::uint64_t seed, std::uint64_t offset,
+                         double p, T scale, Exec exec);
 
 }  // namespace lockstep::kernels::cuda

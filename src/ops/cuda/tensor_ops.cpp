@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <utility>
 
 #include "cuda/check.h"
 #include "lockstep/cuda/allocator.h"
@@ -9,6 +10,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda_ops.h"
 #include "ops/op_utils.h"
+#include "ops/strided_plan.h"
 #include "optim/update_rules.h"
 
 namespace lockstep::cuda_ops {
@@ -373,6 +375,194 @@ int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tens
     launched = 1;
   });
   return launched;
+}
+
+// ---- the ops beyond the reference workload ------------------------------------------------------
+
+namespace {
+
+struct Lines {
+  std::int64_t outer = 1, r = 1, inner = 1;
+};
+Lines lines_of(const Shape& s, int d) {
+  Lines l;
+  for (int i = 0; i < s.size(); ++i) (i < d ? l.outer : i == d ? l.r : l.inner) *= s[i];
+  return l;
+}
+
+kc::Math to_cuda(MathOp op) {
+  switch (op) {
+    case MathOp::Exp:
+      return kc::Math::Exp;
+    case MathOp::Log:
+      return kc::Math::Log;
+    case MathOp::Sqrt:
+      return kc::Math::Sqrt;
+    case MathOp::Pow:
+      return kc::Math::Pow;
+    case MathOp::Sigmoid:
+      return kc::Math::Sigmoid;
+    case MathOp::Gelu:
+      return kc::Math::Gelu;
+  }
+  return kc::Math::Exp;
+}
+
+// f(zero) with a typed zero for float32, float64 and int64.
+template <class F>
+void visit_all(DType t, F&& f) {
+  if (t == DType::Float64)
+    f(double{});
+  else if (t == DType::Int64)
+    f(std::int64_t{});
+  else
+    f(float{});
+}
+
+}  // namespace
+
+void math(MathOp op, const Tensor& x, const Tensor& y, double param) {
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::math_forward<T>(to_cuda(op), ptr<T>(x), ptr<T>(y), x.numel(), param, exec_of(x));
+  });
+}
+
+void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor& gi,
+                   double param) {
+  detail::visit_float(saved.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::math_backward<T>(to_cuda(op), ptr<T>(g), ptr<T>(saved), ptr<T>(gi), saved.numel(), param,
+                         exec_of(saved));
+  });
+}
+
+void is_zero(const Tensor& d, const Tensor& out) {
+  visit_all(d.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::is_zero<T>(ptr<T>(d), ptr<std::int64_t>(out), d.numel(), exec_of(d));
+  });
+}
+
+void binary_broadcast(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  const auto it = detail::broadcast_iter(out.shape(), a.shape(), b.shape());
+  visit_all(out.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::binary_strided<T>(to_cuda(op), ptr<T>(a), ptr<T>(b), ptr<T>(out), it, n, exec_of(out));
+  });
+}
+
+void sum_to(const Tensor& in, const Tensor& out) {
+  const auto plan = detail::reduce_plan(in.shape(), out.shape());
+  visit_all(in.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::sum_reduce<T>(ptr<T>(in), ptr<T>(out), plan, exec_of(in));
+  });
+}
+
+void softmax(const Tensor& x, int d, bool log, const Tensor& y) {
+  const Lines l = lines_of(x.shape(), d);
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::softmax_lines<T>(ptr<T>(x), ptr<T>(y), l.outer, l.r, l.inner, log, exec_of(x));
+  });
+}
+
+void max_dim(const Tensor& x, int d, const Tensor& values, const Tensor& indices) {
+  const Lines l = lines_of(x.shape(), d);
+  visit_all(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::max_dim<T>(ptr<T>(x), ptr<T>(values), ptr<std::int64_t>(indices), l.outer, l.r, l.inner,
+                   exec_of(x));
+  });
+}
+
+void max_dim_backward(const Tensor& g, const Tensor& indices, int d, const Tensor& gi) {
+  const Lines l = lines_of(gi.shape(), d);
+  detail::visit_float(gi.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::max_dim_backward<T>(ptr<T>(g), ptr<std::int64_t>(indices), ptr<T>(gi), l.outer, l.r,
+                            l.inner, exec_of(gi));
+  });
+}
+
+void max_all(const Tensor& x, bool argmax_rule, const Tensor& value, const Tensor& index) {
+  visit_all(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::max_all<T>(ptr<T>(x), x.numel(),
+                   argmax_rule ? kernels::shared::kRuleArgmax : kernels::shared::kRuleMax,
+                   ptr<T>(value), ptr<std::int64_t>(index), exec_of(x));
+  });
+}
+
+void max_all_backward(const Tensor& x, const Tensor& best, const Tensor& g, const Tensor& gi) {
+  detail::visit_float(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::max_all_backward<T>(ptr<T>(x), x.numel(), ptr<T>(best), ptr<T>(g), ptr<T>(gi), exec_of(x));
+  });
+}
+
+void transpose2d(const Tensor& a, const Tensor& out) {
+  if (out.numel() == 0) return;
+  const std::int64_t rows = a.size(0), cols = a.size(1);
+  kc::strided_copy(element_size(a.dtype()), out.device_raw_data(), 0, a.device_raw_data(), 0,
+                   detail::transpose_iter(rows, cols), rows * cols, exec_of(a));
+}
+
+void slice_out(const Tensor& full, int d, std::int64_t start, const Tensor& slice) {
+  if (slice.numel() == 0) return;
+  std::int64_t base = 0;
+  const auto it = detail::slice_iter(full.shape(), d, start, slice.size(d), &base);
+  // operand 0 = the slice (destination), operand 1 = the full tensor (source)
+  kc::strided_copy(element_size(full.dtype()), slice.device_raw_data(), 0, full.device_raw_data(),
+                   base, it, slice.numel(), exec_of(full));
+}
+
+void slice_in(const Tensor& slice, int d, std::int64_t start, const Tensor& full) {
+  if (slice.numel() == 0) return;
+  std::int64_t base = 0;
+  auto it = detail::slice_iter(full.shape(), d, start, slice.size(d), &base);
+  // The copy's operand 0 is the destination: swap so the full tensor is written.
+  for (int i = 0; i < it.nd; ++i) std::swap(it.strides[0][i], it.strides[1][i]);
+  kc::strided_copy(element_size(full.dtype()), full.device_raw_data(), base,
+                   slice.device_raw_data(), 0, it, slice.numel(), exec_of(full));
+}
+
+void index_select(const Tensor& a, int d, const Tensor& index, const Tensor& out) {
+  if (out.numel() == 0) return;
+  const Lines l = lines_of(a.shape(), d);
+  kc::index_select(element_size(a.dtype()), a.device_raw_data(), ptr<std::int64_t>(index),
+                   out.device_raw_data(), l.outer, l.r, index.numel(), l.inner, exec_of(a));
+}
+
+void index_select_backward(const Tensor& g, int d, const Tensor& index, const Tensor& gi) {
+  const Lines l = lines_of(gi.shape(), d);
+  detail::visit_float(gi.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::index_select_backward<T>(ptr<T>(g), ptr<std::int64_t>(index), ptr<T>(gi), l.outer, l.r,
+                                 index.numel(), l.inner, exec_of(gi));
+  });
+}
+
+void dropout_mask_keyed(const Tensor& mask, std::int64_t rows, std::int64_t cols,
+                        std::uint64_t seed, std::uint64_t step, std::uint32_t call,
+                        std::int64_t sample_offset, double p, double scale) {
+  detail::visit_float(mask.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::dropout_mask_keyed<T>(ptr<T>(mask), rows, cols, seed, step, call, sample_offset, p,
+                              static_cast<T>(scale), exec_of(mask));
+  });
+}
+
+void dropout_mask_stream(const Tensor& mask, std::uint64_t seed, std::uint64_t offset, double p,
+                         double scale) {
+  detail::visit_float(mask.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::dropout_mask_stream<T>(ptr<T>(mask), mask.numel(), seed, offset, p, static_cast<T>(scale),
+                               exec_of(mask));
+  });
 }
 
 }  // namespace lockstep::cuda_ops

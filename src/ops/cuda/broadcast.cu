@@ -1,0 +1,68 @@
+// Broadcasting binary ops (see kernels.h): each output element's operand offsets from its
+// linear index through the host-planned StridedIter (src/ops/strided_plan.h).
+#include <type_traits>
+
+#include "ops/cuda/launch.cuh"
+
+namespace lockstep::kernels::cuda {
+
+namespace {
+
+template <class T>
+__device__ inline T apply(Binary op, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case Binary::Add:
+        return detail::add_rn(a, b);
+      case Binary::Sub:
+        return detail::sub_rn(a, b);
+      case Binary::Mul:
+        return detail::mul_rn(a, b);
+      case Binary::Div:
+        return detail::div_rn(a, b);
+    }
+    return a;
+  } else {
+    // int64 wraps around as two's complement (the CPU's add/sub/mul); the op layer never asks
+    // for an int64 division (div requires a float tensor).
+    using U = unsigned long long;
+    switch (op) {
+      case Binary::Add:
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+      case Binary::Sub:
+        return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+      case Binary::Mul:
+        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+      case Binary::Div:
+        return b == 0 ? T(0) : a / b;
+    }
+    return a;
+  }
+}
+
+template <class T>
+__global__ void binary_strided_kernel(Binary op, const T* a, const T* b, T* out, StridedIter it,
+                                      std::int64_t n) {
+  LOCKSTEP_GRID_STRIDE(i, n) {
+    std::int64_t oa = 0, ob = 0;
+    shared::strided_offsets(it, i, oa, ob);
+    out[i] = apply(op, a[oa], b[ob]);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void binary_strided(Binary op, const T* a, const T* b, T* out, const StridedIter& it,
+                    std::int64_t n, Exec exec) {
+  detail::launch_n("binary_strided", n, exec, binary_strided_kernel<T>, op, a, b, out, it, n);
+}
+
+template void binary_strided<float>(Binary, const float*, const float*, float*, const StridedIter&,
+                                    std::int64_t, Exec);
+template void binary_strided<double>(Binary, const double*, const double*, double*,
+                                     const StridedIter&, std::int64_t, Exec);
+template void binary_strided<std::int64_t>(Binary, const std::int64_t*, const std::int64_t*,
+                                           std::int64_t*, const StridedIter&, std::int64_t, Exec);
+
+}  // namespace lockstep::kernels::cuda

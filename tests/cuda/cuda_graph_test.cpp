@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
+#include "e2e/cli_support.h"
 #include "lockstep/cuda/graph.h"
 #include "lockstep/lockstep.h"
 #include "support/golden.h"
@@ -233,6 +234,53 @@ TEST(CudaGraphStep, RefusesAStepUnderAutocast) {
   AutocastGuard bf16(true);
   EXPECT_THROW((void)step.step(ones({4, 4}), tensor(std::vector<std::int64_t>{0, 1, 2, 1})),
                ValueError);
+}
+
+// `lockstep train --cuda-graphs` on cuda:0 gives the weights of the same run without it, bit for
+// bit (SGD with momentum; Adam with a StepLR schedule, so the lr changes between replays), and a
+// run resumes across the two (the flag is not part of the checkpoint's fingerprint).
+TEST(CudaGraphCli, TrainWithGraphsEqualsEagerAndResumesAcross) {
+  LOCKSTEP_REQUIRE_CUDA();
+  using e2e::operator+;
+  e2e::TempDir dir;
+  auto weights = [](const std::string& path) {
+    return safetensors::to_state_dict(safetensors::load_file(path));
+  };
+  auto expect_same = [](const StateDict& a, const StateDict& b, const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (const auto& [key, t] : b)
+      EXPECT_EQ(a.at(key).to_vector<float>(), t.to_vector<float>()) << what << ": " << key;
+  };
+  const std::vector<std::vector<std::string>> configs{
+      {"--optimizer", "sgd", "--momentum", "0.9"},
+      {"--optimizer", "adam", "--lr-schedule", "step:1:0.5"}};
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    const std::string tag = std::to_string(c);
+    const std::vector<std::string> common =
+        std::vector<std::string>{"train",  "--devices", "cuda:0",       "--quiet",
+                                 "--seed", "5",         "--batch-size", "48"} +
+        configs[c];
+    e2e::RunResult graphs =
+        e2e::lockstep(common + std::vector<std::string>{"--epochs", "2", "--cuda-graphs", "--save",
+                                                        dir / ("graphs" + tag)});
+    ASSERT_EQ(graphs.status, 0) << graphs.err;
+    e2e::RunResult eager = e2e::lockstep(
+        common + std::vector<std::string>{"--epochs", "2", "--save", dir / ("eager" + tag)});
+    ASSERT_EQ(eager.status, 0) << eager.err;
+    expect_same(weights(dir / ("graphs" + tag)), weights(dir / ("eager" + tag)), "config " + tag);
+    // One epoch with graphs, then resumed to two without.
+    const std::string ckpt = dir / ("ckpt" + tag);
+    e2e::RunResult first =
+        e2e::lockstep(common + std::vector<std::string>{"--epochs", "1", "--cuda-graphs",
+                                                        "--checkpoint-dir", ckpt});
+    ASSERT_EQ(first.status, 0) << first.err;
+    e2e::RunResult resumed = e2e::lockstep(
+        common + std::vector<std::string>{"--epochs", "2", "--checkpoint-dir", ckpt, "--resume",
+                                          "--save", dir / ("resumed" + tag)});
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    expect_same(weights(dir / ("resumed" + tag)), weights(dir / ("eager" + tag)),
+                "config " + tag + " resumed");
+  }
 }
 
 }  // namespace

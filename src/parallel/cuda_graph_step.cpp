@@ -18,7 +18,13 @@ GraphStepPlanner::GraphStepPlanner(int warmup_steps) : warmup_(warmup_steps) {
 }
 
 GraphStepAction GraphStepPlanner::next(const Shape& input, const Shape& target) {
-  if (!shapes_) shapes_.emplace(input, target);
+  // Before the capture a batch with more rows than the static shapes replaces them (a run that
+  // starts, e.g. resumed, at an epoch's last partial batch captures the full batches, not it).
+  const auto rows = [](const Shape& s) { return s.size() > 0 ? s[0] : 0; };
+  if (!shapes_ || (!captured_ && rows(input) > rows(shapes_->first))) {
+    shapes_.emplace(input, target);
+    warmed_ = 0;
+  }
   if (input != shapes_->first || target != shapes_->second) return GraphStepAction::Eager;
   if (captured_) return GraphStepAction::Replay;
   if (warmed_ < warmup_) {

@@ -56,6 +56,16 @@ TEST(GraphStepPlanner, OtherShapesRunEagerlyWithoutDisturbingTheCapture) {
   EXPECT_EQ(names(got), "WEC");
 }
 
+TEST(GraphStepPlanner, ALargerBatchBeforeTheCaptureBecomesTheStaticShape) {
+  // A run that starts at an epoch's last (partial) batch, e.g. resumed there.
+  GraphStepPlanner p(2);
+  std::vector<GraphStepAction> got;
+  for (const std::int64_t rows : {7, 23, 23, 23, 7, 23, 30})
+    got.push_back(p.next({rows, 4}, {rows}));
+  EXPECT_EQ(names(got), "WWWCERE");  // after the capture a larger batch runs eagerly
+  EXPECT_EQ(p.static_shapes()->first, Shape({23, 4}));
+}
+
 TEST(GraphStepPlanner, ResetWarmsUpAgainAndZeroWarmupIsRefused) {
   GraphStepPlanner p(1);
   (void)p.next({4, 2}, {4});

@@ -8,12 +8,13 @@
 //   for (auto& [x, y] : loader) loss = step.step(x, y);
 //
 // Which way a step runs (GraphStepPlanner, host policy): the first batch's shapes (input and
-// target) are the static shapes. Batches of the static shapes run `warmup_steps` eager steps
-// (they also create the optimizer's state and cuBLAS's handles), then one is captured and
-// replayed, and every later one replays the graph. A batch of other shapes (the last partial
-// batch of an epoch) runs eagerly; it does not disturb the graph: parameters, optimizer state and
-// gradient buffers are the same tensors in both ways, and the optimizer's step counts and lr are
-// host values the replays read (optim::Optimizer::prepare_graph_replay).
+// target) are the static shapes (until the capture, a batch with more rows replaces them). Batches
+// of the static shapes run `warmup_steps` eager steps (they also create the optimizer's state and
+// cuBLAS's handles), then one is captured and replayed, and every later one replays the graph. A
+// batch of other shapes (the last partial batch of an epoch) runs eagerly; it does not disturb the
+// graph: parameters, optimizer state and gradient buffers are the same tensors in both ways, and
+// the optimizer's step counts and lr are host values the replays read
+// (optim::Optimizer::prepare_graph_replay).
 //
 // Same results: a replay runs the same kernels as an eager step with the same operands, so a run
 // with graphs is bit-identical to the same run without (tested on a GPU:
@@ -58,8 +59,10 @@ class GraphStepPlanner {
   /// warmup_steps >= 1 (the optimizer's state must exist before the capture); ValueError
   /// otherwise.
   explicit GraphStepPlanner(int warmup_steps = 2);
-  /// The action for the next batch with these input and target shapes; records it (the first
-  /// batch fixes the static shapes; Warmup and Capture count towards the capture).
+  /// The action for the next batch with these input and target shapes; records it. The first
+  /// batch's shapes are the static shapes; until the capture, a batch with more rows (dim 0)
+  /// replaces them and the warm-up starts again (a run starting at a partial batch captures the
+  /// full ones). Warmup and Capture count towards the capture.
   GraphStepAction next(const Shape& input, const Shape& target);
   /// Forgets the capture (a reset graph): the next batches of the static shapes warm up again.
   void reset();

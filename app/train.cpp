@@ -71,9 +71,9 @@ void check_combinations(const TrainOptions& o) {
     else if (o.precision != "fp32")
       flag = "--precision " + o.precision + " (fp32 only)";
     else if (o.deterministic)
-      flag = "--deterministic (not on GPUs)";
+      flag = "--deterministic (its fixed-order shard sums are not captured)";
     else if (o.model.dropout > 0)
-      flag = "--dropout (not on GPUs)";
+      flag = "--dropout (a captured mask would be repeated by every replay)";
     if (!flag.empty()) throw ValueError("--cuda-graphs cannot be used with " + flag);
   }
 }

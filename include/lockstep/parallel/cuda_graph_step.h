@@ -29,7 +29,8 @@
 //
 // Refused (ValueError naming the reason): a DataParallel on several devices, on CPU devices, a
 // DistributedDataParallel, deterministic mode, a step under an autocast region (bf16), and (from
-// DataParallel) no_sync(). Dropout on a GPU is refused by the op itself (DeviceError).
+// DataParallel) no_sync(). Dropout in training mode is refused during the capture (its mask would
+// be recorded once and repeated by every replay).
 #pragma once
 
 #include <cstdint>

@@ -165,9 +165,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   // A captured mask would be frozen into the graph (keyed by the step counter at capture time)
   // and repeated by every replay.
   if (x.device().is_cuda() && cuda::is_current_stream_capturing(x.device().index))
-    throw ValueError("dropout in training mode under CUDA graph capture: its mask would be "
-                     "recorded once and repeated by every replay (not supported; use p = 0 or "
-                     "train without CUDA graphs)");
+    throw ValueError(
+        "dropout in training mode under CUDA graph capture: its mask would be recorded once and "
+        "repeated by every replay (not supported; use p = 0 or train without CUDA graphs)");
   detail::require_cpu("dropout", x);
   Tensor mask = empty(x.shape(), x.options());
   double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);

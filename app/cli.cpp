@@ -302,6 +302,14 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                    "losses); validation, `lockstep eval` and saved weights stay fp32" +
                        dflt("fp32"))
       ->check(one_of({"fp32", "bf16"}));
+  train->add_flag(
+      "--cuda-graphs", c.cuda_graphs,
+      "Capture the whole training step (forward, backward, gradient reduction, optimizer "
+      "step) into a CUDA graph after two eager steps of the full batch shape and replay it; "
+      "the last partial batch runs eagerly. Needs training on exactly one GPU (e.g. "
+      "--devices cuda:0), fp32, no --clip-grad-norm, --accumulate-steps 1, --dropout 0, "
+      "not --deterministic and not --backend nccl" +
+          dflt("off"));
   train
       ->add_option_function<std::string>(
           "--devices",

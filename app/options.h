@@ -85,6 +85,9 @@ struct TrainOptions {
   /// (lockstep/ops/autocast.h: bf16 Linear layers, fp32 master weights and optimizer state) on
   /// every device, replica and rank; validation stays fp32.
   std::string precision = "fp32";
+  /// Capture each training step into a CUDA graph once the batch shape is static and replay it
+  /// (parallel::CUDAGraphStep); one GPU only (refused otherwise, exit 2).
+  bool cuda_graphs = false;
   /// Empty: parallel::default_devices().
   std::vector<Device> devices;
   /// safetensors files: initial parameters, final parameters.

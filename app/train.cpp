@@ -61,6 +61,41 @@ void check_combinations(const TrainOptions& o) {
         "parameters to start from)");
   if (o.resume && o.checkpoint_dir.empty())
     throw ValueError("--resume needs --checkpoint-dir DIR (where the checkpoints are)");
+  if (o.cuda_graphs) {
+    // What a captured step does not cover (docs/cuda.md, "Not in this slice").
+    std::string flag;
+    if (o.clip_grad_norm)
+      flag = "--clip-grad-norm (the clipping reads the norm on the host)";
+    else if (o.accumulate_steps != 1)
+      flag = "--accumulate-steps (no_sync() steps are not captured)";
+    else if (o.precision != "fp32")
+      flag = "--precision " + o.precision + " (fp32 only)";
+    else if (o.deterministic)
+      flag = "--deterministic (its fixed-order shard sums are not captured)";
+    else if (o.model.dropout > 0)
+      flag = "--dropout (a captured mask would be repeated by every replay)";
+    if (!flag.empty()) throw ValueError("--cuda-graphs cannot be used with " + flag);
+  }
+}
+
+/// --cuda-graphs needs training on exactly one GPU in one process (ValueError naming what the run
+/// trains on, and why there is no GPU when there is none).
+void check_cuda_graphs_devices(const TrainOptions& o, const std::vector<Device>& devices,
+                               bool distributed) {
+  if (!o.cuda_graphs) return;
+  if (distributed)
+    throw ValueError(
+        "--cuda-graphs is not supported across processes (--backend nccl / mpirun): "
+        "DistributedDataParallel's step is not captured; train one process on one GPU");
+  std::string list;
+  for (const Device& d : devices) list += (list.empty() ? "" : ",") + d.str();
+  if (devices.size() == 1 && devices.front().is_cuda()) return;
+  std::string why =
+      "--cuda-graphs needs training on exactly one GPU (--devices cuda:K); this run "
+      "trains on " +
+      list;
+  if (!cuda::is_available()) why += " (no usable GPU: " + cuda::unavailable_reason() + ")";
+  throw ValueError(why);
 }
 
 /// IoError unless `path` can be created: its directory exists and `path` is not a directory
@@ -229,6 +264,7 @@ class Trainer {
   std::unique_ptr<parallel::DataParallel> dp_;
   std::shared_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
+  std::unique_ptr<parallel::CUDAGraphStep> graph_step_;  // --cuda-graphs
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsLog> metrics_;
@@ -263,6 +299,7 @@ void Trainer::setup() {
                : dist_.group         ? std::vector<Device>{cpu(0)}
                                      : parallel::default_devices();
   for (const Device& d : r_.devices) check_device_available(d);
+  check_cuda_graphs_devices(o_, r_.devices, dist_.group != nullptr);
 
   // Data first, then the model: with synthetic data both come from the default generator in
   // this order, as in the reference program.
@@ -301,6 +338,10 @@ void Trainer::setup() {
   if (!dist_.group && !o_.clip_grad_norm) dp_->register_fused_optim(optimizer_);
   scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
   if (o_.resume) resume_from_checkpoint();
+  // --cuda-graphs: every step through the graphed step (replays once the shape is static; the
+  // last partial batch eagerly). Resuming across eager and graphed runs is allowed (same math),
+  // so the flag is not part of the fingerprint.
+  if (o_.cuda_graphs) graph_step_ = std::make_unique<parallel::CUDAGraphStep>(*dp_, optimizer_);
 
   auto dataset = std::make_shared<data::TensorDataset>(data_.train_x, data_.train_y);
   loader_ = std::make_unique<data::DataLoader>(dataset,
@@ -467,7 +508,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
       // --precision bf16: the step's forward and loss under autocast (carried to the replica
       // workers by DataParallel); the backward inside forward_backward follows the graph.
       AutocastGuard precision(o_.precision == "bf16");
-      if (step_now) {
+      if (graph_step_) {
+        loss = graph_step_->step(xl, yl);  // zero_grad, step and optimizer step (fused)
+      } else if (step_now) {
         loss = dp_->forward_backward(xl, yl, criterion_).item();
       } else {
         auto no_sync = dp_->no_sync();

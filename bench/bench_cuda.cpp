@@ -9,7 +9,13 @@
 //   reference  the reference program's step (Linear(10,5)-ReLU-Linear(5,2), batch 32, SGD) on
 //              cuda:0: µs per step (zero_grad + forward + loss + backward + step, no host sync
 //              inside the loop)
-//   mlp        the Fashion-MNIST MLP 784-256-256-10, batch 128: µs per step, samples/s
+//              Then the same step through DataParallel on cuda:0 as `lockstep train` runs it
+//              (impl "lockstep-dp": reducer path, NCCL group of one, fused flat SGD step) and
+//              captured in a CUDA graph and replayed (impl "lockstep-graph",
+//              parallel::CUDAGraphStep::step_async; --cuda-graphs), next to PyTorch's eager
+//              and CUDA-graph rows
+//   mlp        the Fashion-MNIST MLP 784-256-256-10, batch 128: µs per step, samples/s (and its
+//              "lockstep-dp" and "lockstep-graph" rows)
 //   large_mlp  Linear(8192,8192)-ReLU-Linear(8192,8192)-ReLU-Linear(8192,8192), batch 4096, fp32
 //              (no TF32), CrossEntropyLoss over 8192 classes, SGD: TFLOP/s counting the step's 8
 //              GEMMs of 2·B·8192² flops each (3 forward, 3 weight gradients, 2 input gradients:
@@ -123,6 +129,36 @@ void small_workload(Report& r, const char* name, bench::Workload w, double secon
   o << "{\"section\": \"" << name << "\", \"impl\": \"lockstep\", \"batch\": " << w.batch
     << ", \"us_per_step\": " << s * 1e6 << ", \"samples_per_s\": " << w.batch / s << "}";
   r.add(o.str());
+}
+
+// The same workload through DataParallel on cuda:0 (the CLI's path: reducer, NCCL group of one,
+// fused flat optimizer step), eagerly ("lockstep-dp") and with the step captured in a CUDA graph
+// and replayed ("lockstep-graph", parallel::CUDAGraphStep::step_async: no host wait inside the
+// loop; the targets are valid, the last replay's check runs at the end).
+void graphed_workload(Report& r, const char* name, bench::Workload w, double seconds) {
+  nn::DataParallel dp(w.model, std::vector<Device>{gpu0()});
+  std::shared_ptr<optim::Optimizer> opt =
+      std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.01});
+  dp.register_fused_optim(opt);
+  const Tensor x = w.x.to(gpu0()), y = w.y.to(gpu0());
+  nn::CrossEntropyLoss criterion;
+  const double eager = time_steps(
+      [&] {
+        opt->zero_grad();
+        (void)dp.forward_backward(x, y, criterion);
+      },
+      20, seconds);
+  parallel::CUDAGraphStep step(dp, opt);
+  const double graphed = time_steps([&] { (void)step.step_async(x, y); }, 20, seconds);
+  step.check();
+  if (step.replays() == 0) throw std::runtime_error("the CUDA graph step never replayed");
+  for (const auto& [impl, s] :
+       {std::pair{"lockstep-dp", eager}, std::pair{"lockstep-graph", graphed}}) {
+    std::ostringstream o;
+    o << "{\"section\": \"" << name << "\", \"impl\": \"" << impl << "\", \"batch\": " << w.batch
+      << ", \"us_per_step\": " << s * 1e6 << ", \"samples_per_s\": " << w.batch / s << "}";
+    r.add(o.str());
+  }
 }
 
 void large_mlp(Report& r, double seconds, bool bf16) {
@@ -321,7 +357,10 @@ int main(int argc, char** argv) {
     const std::vector<std::pair<const char*, std::function<void()>>> sections{
         {"reference",
          [&] { small_workload(r, "reference", bench::make_reference_workload(), seconds); }},
+        {"reference",
+         [&] { graphed_workload(r, "reference", bench::make_reference_workload(), seconds); }},
         {"mlp", [&] { small_workload(r, "mlp", bench::make_mlp_workload(), seconds); }},
+        {"mlp", [&] { graphed_workload(r, "mlp", bench::make_mlp_workload(), seconds); }},
         {"large_mlp", [&] { large_mlp(r, seconds, false); }},
         {"large_mlp", [&] { large_mlp(r, seconds, true); }},
         {"allreduce", [&] { allreduce(r, seconds); }},

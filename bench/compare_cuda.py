@@ -49,15 +49,24 @@ def main():
 
     # large_mlp is paired by dtype: Lockstep fp32 with PyTorch fp32 (TF32 off), Lockstep
     # --precision bf16 (autocast) with PyTorch's bf16 autocast row.
-    pairs = (("reference", {}, "us_per_step", "lower",
-              ("pytorch", "pytorch-graph", "pytorch-dataparallel")),
-             ("mlp", {}, "us_per_step", "lower",
-              ("pytorch", "pytorch-graph", "pytorch-dataparallel")),
-             ("large_mlp", {"dtype": "float32"}, "tflops", "higher", ("pytorch",)),
-             ("large_mlp", {"dtype": "bfloat16"}, "tflops", "higher", ("pytorch-bf16",)))
-    for section, match, key, better, impls in pairs:
+    # Each row pairs one Lockstep figure (its impl) with PyTorch's: the eager step with PyTorch's
+    # eager and DataParallel rows, Lockstep's DataParallel step eager ("lockstep-dp") with
+    # PyTorch eager, and the CUDA-graph step ("lockstep-graph", --cuda-graphs) with PyTorch's
+    # CUDA graph ("pytorch-graph").
+    pairs = (("reference", {}, "us_per_step", "lower", "lockstep",
+              ("pytorch", "pytorch-dataparallel")),
+             ("reference", {}, "us_per_step", "lower", "lockstep-dp", ("pytorch",)),
+             ("reference", {}, "us_per_step", "lower", "lockstep-graph", ("pytorch-graph",)),
+             ("mlp", {}, "us_per_step", "lower", "lockstep",
+              ("pytorch", "pytorch-dataparallel")),
+             ("mlp", {}, "us_per_step", "lower", "lockstep-dp", ("pytorch",)),
+             ("mlp", {}, "us_per_step", "lower", "lockstep-graph", ("pytorch-graph",)),
+             ("large_mlp", {"dtype": "float32"}, "tflops", "higher", "lockstep", ("pytorch",)),
+             ("large_mlp", {"dtype": "bfloat16"}, "tflops", "higher", "lockstep",
+              ("pytorch-bf16",)))
+    for section, match, key, better, own, impls in pairs:
         label = section + (" " + match["dtype"] if match else "")
-        mine = find(section, "lockstep", **match)
+        mine = find(section, own, **match)
         for impl in impls:
             other = find(section, impl, **match)
             if not other:
@@ -65,10 +74,10 @@ def main():
             if mine:
                 a, b = mine[key], other[key]
                 ratio = (b / a) if better == "lower" else (a / b)
-                rows.append(f"| {label} {key} | lockstep {a:.4g} vs {impl} {b:.4g} | "
+                rows.append(f"| {label} {key} | {own} {a:.4g} vs {impl} {b:.4g} | "
                             f"**{ratio:.2f}x** | {'>1: Lockstep faster'} |")
             else:
-                rows.append(f"| {label} {key} | {impl} {other[key]:.4g} | (no Lockstep figure) | |")
+                rows.append(f"| {label} {key} | {impl} {other[key]:.4g} | (no {own} figure) | |")
         if section == "large_mlp" and mine:
             alone = "cuBLAS GEMMs" if match["dtype"] == "float32" else "cublasGemmEx bf16 GEMMs"
             rows.append(f"| {label} {alone} alone | {mine['cublas_tflops']:.4g} TFLOP/s | "

@@ -37,6 +37,7 @@
 #include "lockstep/dist/mpi.h"
 #include "lockstep/dist/nccl.h"
 #include "lockstep/dist/process_group.h"
+#include "lockstep/parallel/cuda_graph_step.h"
 #include "lockstep/parallel/data_parallel.h"
 #include "lockstep/parallel/distributed.h"
 #include "lockstep/parallel/flat_buffer.h"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "cuda/check.h"
+#include "cuda/graph_pool.h"
+#include "lockstep/cuda/graph.h"
 
 namespace lockstep::cuda {
 
@@ -24,11 +27,31 @@ constexpr std::size_t kSmallLimit = std::size_t{1} << 20;  // 1 MiB
 constexpr std::size_t kLargeRound = std::size_t{2} << 20;  // 2 MiB
 constexpr int kMaxDevices = 64;
 
+using FreeLists = std::unordered_map<std::size_t, std::vector<void*>>;  // size class -> blocks
+
+struct LiveBlock {
+  std::size_t size = 0;
+  std::uint64_t pool = 0;  // 0: the general cache; else the CUDA graph pool it belongs to
+};
+
 struct DeviceCache {
   std::mutex mutex;
-  std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // size class -> blocks
-  std::unordered_map<void*, std::size_t> live;                      // handed out -> size
+  FreeLists free_blocks;                      // the general cache
+  std::unordered_map<void*, LiveBlock> live;  // handed out
+  // CUDA graph private pools (graph.h): their free blocks, and their bytes (free or in use).
+  std::unordered_map<std::uint64_t, FreeLists> pool_free;
+  std::unordered_map<std::uint64_t, std::int64_t> pool_bytes;
+  std::uint64_t capturing_pool = 0;  // the pool of the capture running on this device (0: none)
   MemoryStats stats;
+
+  // Caller holds mutex. A block of `size` from `lists`, or nullptr.
+  static void* take(FreeLists& lists, std::size_t size) {
+    auto it = lists.find(size);
+    if (it == lists.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    return p;
+  }
 
   // Caller holds mutex.
   void release_cached(int device) {
@@ -90,19 +113,31 @@ void* caching_allocator_alloc(std::size_t bytes, int device) {
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.free_blocks.find(size);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
+    const std::uint64_t pool = c.capturing_pool;
+    // During a capture: the pool's own free blocks first (blocks freed earlier in the same
+    // capture), then the general cache (the block joins the pool), then cudaMalloc.
+    bool joins_pool = pool != 0;  // false when the block is the pool's already
+    if (pool) {
+      p = DeviceCache::take(c.pool_free[pool], size);
+      joins_pool = p == nullptr;
+    }
+    if (!p) p = DeviceCache::take(c.free_blocks, size);
+    if (p) {
       c.stats.cached_bytes -= static_cast<std::int64_t>(size);
     } else {
       DeviceGuard guard(device);
+      // During a capture (global mode) cudaMalloc would invalidate it: this thread is relaxed
+      // for the call, as PyTorch's allocator does. The block is not stream work; it stays in the
+      // graph's pool, so the graph never depends on the allocation being repeated.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      if (pool) (void)cudaThreadExchangeStreamCaptureMode(&mode);
       cudaError_t status = cudaMalloc(&p, size);
       if (status == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         c.release_cached(device);  // give CUDA back what we hold, then try once more
         status = cudaMalloc(&p, size);
       }
+      if (pool) (void)cudaThreadExchangeStreamCaptureMode(&mode);
       if (status != cudaSuccess) {
         detail::throw_cuda_error(status, device,
                                  "cudaMalloc(" + std::to_string(size) + " bytes; allocator: " +
@@ -112,7 +147,8 @@ void* caching_allocator_alloc(std::size_t bytes, int device) {
       ++c.stats.num_cuda_mallocs;
       c.stats.reserved_bytes += static_cast<std::int64_t>(size);
     }
-    c.live.emplace(p, size);
+    c.live.emplace(p, LiveBlock{size, pool});
+    if (joins_pool) c.pool_bytes[pool] += static_cast<std::int64_t>(size);
     c.stats.allocated_bytes += static_cast<std::int64_t>(size);
     c.stats.peak_allocated_bytes = std::max(c.stats.peak_allocated_bytes, c.stats.allocated_bytes);
     ++c.stats.num_allocs;
@@ -138,9 +174,19 @@ void caching_allocator_delete(void* ptr) {
   DeviceCache& c = caches()[static_cast<std::size_t>(device)];
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.live.find(ptr);
-  const std::size_t size = it->second;
+  const std::size_t size = it->second.size;
+  std::uint64_t pool = it->second.pool;
   c.live.erase(it);
-  c.free_blocks[size].push_back(ptr);
+  // A block freed while a capture runs on its device joins that capture's pool (the graph may
+  // have read it earlier in the capture); a pool block goes back to its pool while that exists.
+  if (!pool && c.capturing_pool) {
+    pool = c.capturing_pool;
+    c.pool_bytes[pool] += static_cast<std::int64_t>(size);
+  }
+  if (pool)
+    c.pool_free[pool][size].push_back(ptr);
+  else
+    c.free_blocks[size].push_back(ptr);
   c.stats.allocated_bytes -= static_cast<std::int64_t>(size);
   c.stats.cached_bytes += static_cast<std::int64_t>(size);
 }
@@ -158,8 +204,53 @@ MemoryStats memory_stats(int device) {
   if (device < 0 || device >= std::min(device_count(), kMaxDevices)) return {};
   DeviceCache& c = caches()[static_cast<std::size_t>(device)];
   std::lock_guard<std::mutex> lock(c.mutex);
-  return c.stats;
+  MemoryStats s = c.stats;
+  for (const auto& [pool, bytes] : c.pool_bytes) s.graph_pool_bytes += bytes;
+  return s;
 }
+
+// ---- CUDA graph pools (src/cuda/graph_pool.h) --------------------------------------------------
+
+namespace detail {
+
+std::uint64_t new_graph_pool_id() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+void begin_allocate_to_pool(int device, std::uint64_t pool) {
+  DeviceCache& c = cache_of(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.capturing_pool)
+    throw CudaError("CUDAGraph::capture_begin: a capture is already running on " +
+                    device_name(device));
+  c.capturing_pool = pool;
+  c.pool_bytes.emplace(pool, 0);
+}
+
+void end_allocate_to_pool(int device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return;
+  DeviceCache& c = caches()[static_cast<std::size_t>(device)];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.capturing_pool = 0;
+}
+
+void release_pool(int device, std::uint64_t pool) noexcept {
+  if (device < 0 || device >= kMaxDevices || pool == 0) return;
+  DeviceCache& c = caches()[static_cast<std::size_t>(device)];
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.capturing_pool == pool) c.capturing_pool = 0;
+  if (auto it = c.pool_free.find(pool); it != c.pool_free.end()) {
+    for (auto& [size, blocks] : it->second)
+      for (void* p : blocks) c.free_blocks[size].push_back(p);
+    c.pool_free.erase(it);
+  }
+  for (auto& [p, block] : c.live)
+    if (block.pool == pool) block.pool = 0;
+  c.pool_bytes.erase(pool);
+}
+
+}  // namespace detail
 
 void reset_peak_memory_stats(int device) {
   DeviceCache& c = cache_of(device);
@@ -223,6 +314,13 @@ void PinnedStagingBuffer::reserve(std::size_t bytes) {
 
 void PinnedStagingBuffer::upload(void* dst, const void* src, std::size_t bytes, int device) {
   if (bytes == 0) return;
+  // A captured copy would re-read the pinned buffer at every replay, long after it was reused.
+  if (is_current_stream_capturing(device))
+    throw CudaError("an upload of " + std::to_string(bytes) + " bytes to " +
+                    detail::device_name(device) +
+                    " through the pinned staging buffer copies host memory, which CUDA graph "
+                    "capture does not allow (a replay would re-read the reused buffer); copy into "
+                    "the graph's static input tensors before replay() instead");
   reserve(bytes);
   wait();  // the previous upload has left the buffer
   std::copy_n(static_cast<const unsigned char*>(src), bytes, static_cast<unsigned char*>(ptr_));
@@ -250,6 +348,13 @@ namespace {
 void copy_sync(void* dst, const void* src, std::size_t bytes, int device, cudaMemcpyKind kind,
                const char* direction) {
   if (bytes == 0) return;
+  if (kind == cudaMemcpyDeviceToHost)
+    check_not_capturing(device, std::string("a synchronous copy (") + direction + ")");
+  else if (is_current_stream_capturing(device))
+    throw CudaError(std::string("a synchronous copy (") + direction + ") to " +
+                    detail::device_name(device) +
+                    " waits for the device on the host, which CUDA graph capture does not allow; "
+                    "copy into the graph's static input tensors before replay() instead");
   DeviceGuard guard(device);
   Stream s = compute_stream(device);
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s), device,

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cuda/check.h"
+#include "lockstep/cuda/graph.h"
 #include "lockstep/cuda/runtime.h"
 #include "lockstep/dist/nccl.h"
 
@@ -281,6 +282,7 @@ class NcclGroup final : public ProcessGroup {
 
   void barrier() override {
     check_usable("barrier");
+    cuda::check_not_capturing(device_, "nccl barrier");
     agree(kBarrier, Tensor(), -1, -1, true, "barrier");
     cuda::DeviceGuard guard(device_);
     // Everything this rank enqueued on the device first, then one small all-reduce that every
@@ -382,6 +384,8 @@ class NcclGroup final : public ProcessGroup {
              bool local_ok, const char* name) {
     ++sequence_;
     if (!options_.check_arguments) return;
+    // The check waits for the other ranks' descriptors on the host.
+    cuda::check_not_capturing(device_, "nccl " + std::string(name) + "'s argument check");
     Descriptor mine;
     mine.collective = collective;
     mine.sequence = sequence_;

@@ -33,10 +33,11 @@ void linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, std::int
   not_built("linear");
 }
 void round_to_bfloat16(const Tensor&, const Tensor&) { not_built("round_to_bfloat16"); }
-CrossEntropyStats cross_entropy_forward(const Tensor&, const Tensor&, std::int64_t, const Tensor&,
-                                        const Tensor&) {
+void cross_entropy_forward(const Tensor&, const Tensor&, std::int64_t, const Tensor&, const Tensor&,
+                           const Tensor&) {
   not_built("cross_entropy");
 }
+CrossEntropyStats cross_entropy_stats(const Tensor&) { not_built("cross_entropy"); }
 void cross_entropy_backward(const Tensor&, const Tensor&, std::int64_t, const Tensor&,
                             const Tensor&, const Tensor&) {
   not_built("cross_entropy_backward");
@@ -50,12 +51,13 @@ int adam_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double
   not_built("adam_step");
 }
 int sgd_flat_step(const Tensor&, const Tensor&, const Tensor&,
-                  const std::vector<FlatUpdateSegment>&, double, double, double, double, bool) {
+                  const std::vector<FlatUpdateSegment>&, double, double, double, double, bool,
+                  FlatMode, FlatGraphTable*) {
   not_built("sgd_flat_step");
 }
 int adam_flat_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                    const std::vector<FlatUpdateSegment>&, double, double, double, double, double,
-                   bool) {
+                   bool, FlatMode, FlatGraphTable*) {
   not_built("adam_flat_step");
 }
 

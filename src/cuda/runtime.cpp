@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "cuda/check.h"
+#include "lockstep/cuda/graph.h"
 
 namespace lockstep::cuda {
 
@@ -120,6 +121,7 @@ Stream compute_stream(int device) {
 }
 
 void synchronize(int device) {
+  check_not_capturing(device, "cuda::synchronize");
   DeviceGuard guard(device);
   LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize(), device, "cudaDeviceSynchronize");
 }

@@ -56,3 +56,36 @@ void copy_to_device(void*, const void*, std::size_t, int device) { check_device(
 void copy_to_host(void*, const void*, std::size_t, int device) { check_device(device); }
 
 }  // namespace lockstep::cuda
+
+// ---- CUDA graphs (graph.h) ---------------------------------------------------------------------
+
+#include "lockstep/cuda/graph.h"
+
+namespace lockstep::cuda {
+
+bool is_current_stream_capturing(int) noexcept { return false; }
+void check_not_capturing(int, const std::string&) {}
+
+CUDAGraph::CUDAGraph() = default;
+CUDAGraph::~CUDAGraph() = default;
+void CUDAGraph::capture_begin(int device) {
+  not_built("CUDAGraph::capture_begin(cuda:" + std::to_string(device) + ")");
+}
+void CUDAGraph::capture_end() { not_built("CUDAGraph::capture_end"); }
+void CUDAGraph::abort_capture() noexcept {}
+void CUDAGraph::replay() { not_built("CUDAGraph::replay"); }
+void CUDAGraph::check_replay() { not_built("CUDAGraph::check_replay"); }
+void CUDAGraph::reset() {
+  checks_.clear();
+  kept_.clear();
+}
+void CUDAGraph::release_pool() noexcept {}
+void CUDAGraph::add_replay_check(std::function<void()> check) {
+  checks_.push_back(std::move(check));
+}
+void CUDAGraph::keep_alive(std::shared_ptr<const void> object) {
+  kept_.push_back(std::move(object));
+}
+CUDAGraph* CUDAGraph::capturing_on(int) noexcept { return nullptr; }
+
+}  // namespace lockstep::cuda

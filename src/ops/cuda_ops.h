@@ -60,18 +60,24 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& 
 /// dst = round_to_bfloat16(src) elementwise (float32, same numel; dst may be src).
 void round_to_bfloat16(const Tensor& src, const Tensor& dst);
 
-/// What the fused cross-entropy forward reports to the host (one synchronizing copy).
+/// What the fused cross-entropy forward leaves in its scratch tensor, read on the host.
 struct CrossEntropyStats {
   double loss_sum = 0;
-  std::int64_t count = 0;    ///< rows whose target is not ignore_index
-  std::int64_t invalid = 0;  ///< rows whose target is out of range (the caller throws)
+  std::int64_t count = 0;            ///< rows whose target is not ignore_index
+  std::int64_t invalid = 0;          ///< rows whose target is out of range (the caller throws)
+  std::int64_t first_bad_row = -1;   ///< the first such row (−1: none)
+  std::int64_t first_bad_value = 0;  ///< its target
 };
-/// Softmax of logits [n, c] into prob, the loss sum, count and invalid count; int64 target [n]
-/// on the same device. `scratch` is an int64 [3] tensor on the device that keeps the device copy
-/// of (loss_sum, count, invalid) for cross_entropy_backward.
-CrossEntropyStats cross_entropy_forward(const Tensor& logits, const Tensor& target,
-                                        std::int64_t ignore_index, const Tensor& prob,
-                                        const Tensor& scratch);
+/// Enqueues the softmax of logits [n, c] into prob, the loss sum, count, invalid count and
+/// first invalid (row, target) into `scratch` (an int64 [5] tensor on the device, also read by
+/// cross_entropy_backward) and the mean loss into `loss` (a one-element tensor of logits' dtype
+/// on the device; NaN when count is 0). int64 target [n] on the same device. Nothing is read
+/// back: capturable in a CUDA graph.
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, std::int64_t ignore_index,
+                           const Tensor& prob, const Tensor& scratch, const Tensor& loss);
+/// Reads `scratch` of cross_entropy_forward back to the host (one synchronising copy; a
+/// CudaError while the device's stream is being captured).
+CrossEntropyStats cross_entropy_stats(const Tensor& scratch);
 /// grad_logits = (prob − onehot(target)) · g / max(count, 1), 0 on ignored rows; g a
 /// one-element tensor on the device, count from `scratch`.
 void cross_entropy_backward(const Tensor& prob, const Tensor& target, std::int64_t ignore_index,
@@ -101,6 +107,21 @@ struct FlatUpdateSegment {
   bool fresh_exp_avg_sq = false;  ///< Adam: exp_avg_sq not created yet (read as zeros)
   double step = 1;                ///< Adam: this parameter's 1-based step count after the update
 };
+/// How a flat step runs (CUDA graphs, docs/cuda.md "CUDA graphs"):
+///   Eager    the table is uploaded through the pinned staging buffer and the kernel launched;
+///   Capture  (while the device's stream is captured) nothing is uploaded: the launch reads the
+///            table and the step's scalars from `graph`'s buffer, allocated here at a fixed
+///            address; its contents are written before each replay by a Stage call;
+///   Stage    (before a replay) the table and scalars of this step are uploaded into `graph`'s
+///            buffer; nothing is launched. ValueError when the table's layout differs from the
+///            captured one (the graph would update other elements).
+enum class FlatMode { Eager, Capture, Stage };
+/// A captured flat step's device table: [scalars (256 bytes)][segments].
+struct FlatGraphTable {
+  Tensor buffer;                     ///< int64 on the device, fixed while the graph lives
+  std::vector<std::int64_t> layout;  ///< per segment: offsets, numel, first_block, flags
+  std::int64_t count = 0, blocks = 0;
+};
 /// One launch (kernels::cuda::sgd_flat_step) updating every segment with elements, bit for bit
 /// as sgd_step per parameter. param_base / grad_base: the tensors whose first elements are the
 /// bases (dtype and device are taken from param_base); momentum_buffer: the flat state buffer
@@ -109,12 +130,14 @@ struct FlatUpdateSegment {
 /// or 0 when no segment has elements).
 int sgd_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& momentum_buffer,
                   const std::vector<FlatUpdateSegment>& segments, double lr, double momentum,
-                  double dampening, double weight_decay, bool nesterov);
+                  double dampening, double weight_decay, bool nesterov,
+                  FlatMode mode = FlatMode::Eager, FlatGraphTable* graph = nullptr);
 /// The same for Adam / AdamW (kernels::cuda::adam_flat_step), each segment with its own step.
 int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const std::vector<FlatUpdateSegment>& segments,
                    double lr, double beta1, double beta2, double eps, double weight_decay,
-                   bool decoupled);
+                   bool decoupled, FlatMode mode = FlatMode::Eager,
+                   FlatGraphTable* graph = nullptr);
 
 // ---- the ops beyond the reference workload (docs/cuda.md) --------------------------------------
 // Same conventions; the kernels' bodies are src/ops/device_ops.h (the CPU ops' expressions) and

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lockstep/cuda/graph.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
@@ -11,6 +12,7 @@ namespace lockstep {
 
 using autograd::needs_grad;
 using autograd::record;
+using cuda_ops::CrossEntropyStats;
 
 namespace {
 
@@ -21,25 +23,31 @@ namespace {
 }
 
 // The fused softmax-cross-entropy kernels (checked inputs on one CUDA device). The forward
-// reports the loss sum, count and the number of invalid targets to the host in one copy; an
-// invalid target is the CPU's IndexError (the target is copied to the host to name the row).
+// computes the mean loss on the device; an invalid target is the CPU's IndexError, found from the
+// kernel's invalid count and first bad (row, target), read back in one copy. While the device's
+// stream is captured into a CUDA graph nothing is read back: the check is registered with the
+// graph and runs after each replay (CUDAGraph::check_replay), with the same message.
+void check_targets(const CrossEntropyStats& stats, std::int64_t c, const Device& device) {
+  if (stats.invalid <= 0) return;
+  if (stats.first_bad_row >= 0) throw_bad_target(stats.first_bad_value, stats.first_bad_row, c);
+  throw IndexError("cross_entropy: " + std::to_string(stats.invalid) +
+                   " target(s) out of range for " + std::to_string(c) + " classes on " +
+                   device.str());
+}
+
 Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& target, std::int64_t ignore_index) {
   const std::int64_t c = logits.size(1);
+  const Device device = logits.device();
   Tensor prob = empty(logits.shape(), logits.options());
-  Tensor scratch = empty({3}, TensorOptions(kInt64).device(logits.device()));
-  const auto stats = cuda_ops::cross_entropy_forward(logits, target, ignore_index, prob, scratch);
-  if (stats.invalid > 0) {
-    const auto host = target.to_vector<std::int64_t>();
-    for (std::size_t i = 0; i < host.size(); ++i)
-      if (host[i] != ignore_index && (host[i] < 0 || host[i] >= c))
-        throw_bad_target(host[i], static_cast<std::int64_t>(i), c);
-    throw IndexError("cross_entropy: " + std::to_string(stats.invalid) +
-                     " target(s) out of range for " + std::to_string(c) + " classes on " +
-                     logits.device().str());
+  Tensor scratch = empty({5}, TensorOptions(kInt64).device(device));
+  Tensor out = empty(Shape{}, logits.options());
+  cuda_ops::cross_entropy_forward(logits, target, ignore_index, prob, scratch, out);
+  if (auto* graph = cuda::CUDAGraph::capturing_on(device.index)) {
+    graph->add_replay_check(
+        [scratch, c, device] { check_targets(cuda_ops::cross_entropy_stats(scratch), c, device); });
+  } else {
+    check_targets(cuda_ops::cross_entropy_stats(scratch), c, device);
   }
-  const double loss = stats.count ? stats.loss_sum / static_cast<double>(stats.count)
-                                  : std::numeric_limits<double>::quiet_NaN();
-  Tensor out = scalar_tensor(loss, logits.options());
   if (needs_grad({&logits}))
     record("CrossEntropyBackward", out, {&logits},
            [prob, target, scratch, ignore_index](const Tensor& g) {
@@ -152,6 +160,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (!(p >= 0.0 && p <= 1.0))
     throw ValueError("dropout: probability must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0.0) return x;
+  // A captured mask would be frozen into the graph (keyed by the step counter at capture time)
+  // and repeated by every replay.
+  if (x.device().is_cuda() && cuda::is_current_stream_capturing(x.device().index))
+    throw ValueError(
+        "dropout in training mode under CUDA graph capture: its mask would be recorded once and "
+        "repeated by every replay (not supported; use p = 0 or train without CUDA graphs)");
   Tensor mask = empty(x.shape(), x.options());
   double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   const bool on_gpu = x.device().is_cuda();

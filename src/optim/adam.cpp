@@ -62,12 +62,21 @@ std::int64_t Adam::step_flat(const detail::FlatPlan& plan) {
     u.step = steps[s.index];
     segments.push_back(u);
   }
+  if (graph_mode_ == GraphMode::Capture)
+    for (const auto& u : segments)
+      if (u.fresh_exp_avg || u.fresh_exp_avg_sq)
+        throw ValueError(std::string(decoupled_ ? "AdamW" : "Adam") +
+                         " step under CUDA graph capture: a parameter has no moment estimates "
+                         "yet (make one eager step() before capturing)");
   const Tensor none;
   const int launched = cuda_ops::adam_flat_step(
       plan.param_base_index == detail::kNoBase ? none : params_[plan.param_base_index],
       plan.grad_base_index == detail::kNoBase ? none : params_[plan.grad_base_index].grad(), m, v,
       segments, lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
-      decoupled_);
+      decoupled_, static_cast<cuda_ops::FlatMode>(flat_mode_value()), graph_table_.get());
+  // While capturing nothing has run: the host state advances when a replay is staged
+  // (prepare_graph_replay runs this function in Stage mode).
+  if (graph_mode_ == GraphMode::Capture) return launched;
   // commit_param's rules: the step count advances; the moments become state.
   for (const auto& s : plan.segments) {
     if (!s.has_grad) continue;

@@ -3,10 +3,14 @@
 #include <algorithm>
 
 #include "lockstep/autograd/grad_mode.h"
+#include "lockstep/cuda/graph.h"
 #include "lockstep/ops/ops.h"
+#include "ops/cuda_ops.h"
 #include "optim/flat_step.h"
 
 namespace lockstep::optim {
+
+Optimizer::~Optimizer() = default;
 
 Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
   if (params_.empty()) throw ValueError("optimizer got an empty parameter list");
@@ -188,9 +192,17 @@ Tensor Optimizer::flat_state_view(const Tensor& flat, const detail::FlatPlan& pl
 Tensor Optimizer::flat_state(const std::string& name, const detail::FlatPlan& plan) {
   const Tensor& p0 = params_.front();
   Tensor& buf = flat_state_[name];
-  if (!buf.defined() || buf.numel() != plan.state_numel || buf.dtype() != p0.dtype() ||
-      buf.device() != p0.device())
+  const bool fresh = !buf.defined() || buf.numel() != plan.state_numel ||
+                     buf.dtype() != p0.dtype() || buf.device() != p0.device();
+  auto refuse_in_capture = [&] {
+    if (graph_mode_ == GraphMode::Capture)
+      throw ValueError("optimizer step under CUDA graph capture: its state '" + name +
+                       "' is not in place yet (make one eager step() before capturing)");
+  };
+  if (fresh) {
+    refuse_in_capture();
     buf = zeros({plan.state_numel}, p0.options());
+  }
   for (const detail::FlatSegment& s : plan.segments) {
     auto it = state_[s.index].find(name);
     if (it == state_[s.index].end()) continue;
@@ -199,6 +211,7 @@ Tensor Optimizer::flat_state(const std::string& name, const detail::FlatPlan& pl
     if (have.storage == want.storage && have.offset == want.offset && have.shape == want.shape &&
         have.dtype == want.dtype)
       continue;  // already there
+    refuse_in_capture();
     view.copy_(it->second.detach());
     it->second = view;
   }
@@ -212,6 +225,33 @@ void Optimizer::step_elementwise() {
   for (const Tensor& p : params_) on_gpu = on_gpu || p.device().is_cuda();
   if (on_gpu) {
     const detail::FlatPlan plan = plan_flat();
+    const int device = params_.front().device().index;
+    if (params_.front().device().is_cuda() && cuda::is_current_stream_capturing(device)) {
+      // Captured into a CUDA graph: the launch reads its scalars and table from graph_table_,
+      // written before each replay by prepare_graph_replay(); no host state changes now.
+      if (!plan.flat)
+        throw ValueError(
+            "optimizer step under CUDA graph capture: the parameters do not lie "
+            "flat on one GPU (" +
+            plan.reason +
+            "); only the flat step (one launch over DataParallel's parameter "
+            "buffer) can be captured");
+      graph_table_ = std::make_shared<cuda_ops::FlatGraphTable>();
+      graph_plan_ = std::make_unique<detail::FlatPlan>(plan);
+      graph_mode_ = GraphMode::Capture;
+      struct Restore {
+        GraphMode& mode;
+        ~Restore() { mode = GraphMode::Eager; }
+      } restore{graph_mode_};
+      cuda_step_.flat = true;
+      cuda_step_.launches = step_flat(plan);
+      if (auto* graph = cuda::CUDAGraph::capturing_on(device)) {
+        graph->keep_alive(graph_table_);
+        for (const auto& [name, buf] : flat_state_)
+          graph->keep_alive(std::shared_ptr<const void>(buf.impl_ptr()));
+      }
+      return;
+    }
     if (plan.flat) {
       cuda_step_.flat = true;
       cuda_step_.launches = step_flat(plan);
@@ -227,6 +267,25 @@ void Optimizer::step_elementwise() {
     commit_param(i);
     if (params_[i].device().is_cuda() && params_[i].numel() > 0) ++cuda_step_.launches;
   }
+}
+
+void Optimizer::prepare_graph_replay() {
+  if (!graph_plan_ || !graph_table_)
+    throw ValueError("prepare_graph_replay: no optimizer step was captured in a CUDA graph");
+  NoGradGuard no_grad;
+  graph_mode_ = GraphMode::Stage;
+  struct Restore {
+    GraphMode& mode;
+    ~Restore() { mode = GraphMode::Eager; }
+  } restore{graph_mode_};
+  (void)step_flat(*graph_plan_);
+}
+
+bool Optimizer::has_graph_step() const { return graph_plan_ != nullptr; }
+
+void Optimizer::reset_graph_step() {
+  graph_plan_.reset();
+  graph_table_.reset();
 }
 
 void Optimizer::begin_sliced_step(const std::vector<char>& candidates) {

@@ -45,14 +45,21 @@ std::int64_t SGD::step_flat(const detail::FlatPlan& plan) {
     u.first = momentum && !has_state(s.index, "momentum_buffer");
     segments.push_back(u);
   }
+  if (graph_mode_ == GraphMode::Capture)
+    for (const auto& u : segments)
+      if (u.first)
+        throw ValueError(
+            "SGD step under CUDA graph capture: a parameter has no momentum buffer yet (make one "
+            "eager step() before capturing)");
   const Tensor none;
   const int launched = cuda_ops::sgd_flat_step(
       plan.param_base_index == detail::kNoBase ? none : params_[plan.param_base_index],
       plan.grad_base_index == detail::kNoBase ? none : params_[plan.grad_base_index].grad(), buf,
       segments, lr_, options_.momentum, options_.dampening, options_.weight_decay,
-      options_.nesterov);
-  // The momentum buffer of a parameter's first step becomes state (commit_param's rule).
-  if (momentum)
+      options_.nesterov, static_cast<cuda_ops::FlatMode>(flat_mode_value()), graph_table_.get());
+  // The momentum buffer of a parameter's first step becomes state (commit_param's rule); not
+  // while capturing, when nothing has run (and no buffer is new).
+  if (momentum && graph_mode_ != GraphMode::Capture)
     for (const auto& s : plan.segments)
       if (s.has_grad && !has_state(s.index, "momentum_buffer"))
         set_state(s.index, "momentum_buffer", flat_state_view(buf, plan, s.index));

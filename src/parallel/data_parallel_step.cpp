@@ -6,6 +6,7 @@
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
 #include "lockstep/core/parallel.h"
+#include "lockstep/cuda/graph.h"
 #include "lockstep/ops/ops.h"
 #include "lockstep/parallel/data_parallel.h"
 #include "ops/cuda_ops.h"
@@ -356,7 +357,13 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
     if (k > 0) starts[k] = starts[k - 1] + sizes[k - 1];
     pieces.push_back({starts[k], sizes[k]});
   }
-  const std::vector<double> counts = piece_counts(pieces, target, count);
+  // Captured into a CUDA graph (parallel/cuda_graph_step.h): one GPU, one process, synced;
+  // nothing read back on the host: the chunk's weight is 1 (its rows, not the count of targets
+  // that are not ignored, which would be read from the device) and the loss stays on the device.
+  const bool capturing =
+      devices_.front().is_cuda() && cuda::is_current_stream_capturing(devices_.front().index);
+  if (capturing) check_graph_capturable(batch);
+  const std::vector<double> counts = piece_counts(pieces, target, capturing ? LossCount() : count);
   double total = sum_of(counts);
   bool sync = require_sync_;
   dist::ProcessGroup* group = options_.process_group.get();
@@ -382,9 +389,12 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
   const bool empty = total == 0;
   const std::vector<double> weights = normalized(counts, total);
   std::vector<double> losses(n, 0.0);
+  std::vector<Tensor> device_losses(n);  // under capture: each replica's loss, on its device
   // The step's mean loss over the global batch; across ranks each rank's share is gathered (in
   // rank order) so every rank returns the same value and knows every rank's share.
   auto mean_loss = [&]() {
+    // One replica of weight 1: its loss tensor is the mean (what loss.item() · 1 gives eagerly).
+    if (capturing) return device_losses[0].detach();
     double mine = sum_of(losses);
     if (group) {
       Tensor in = tensor(std::span<const double>(&mine, 1));
@@ -422,7 +432,10 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
     Tensor y = copy_first ? ys[k] : narrow(target.detach(), 0, starts[k], sizes[k]).to(devices_[k]);
     DropoutKeyGuard key({options_.seed, step, row_offset + starts[k]});
     Tensor loss = loss_fn(replicas_[k]->forward(x), y);
-    losses[k] = loss.item() * weights[k];
+    if (capturing)
+      device_losses[k] = loss;
+    else
+      losses[k] = loss.item() * weights[k];
     backward_weighted(loss, weights[k]);
   };
   if (!sync) {
@@ -540,6 +553,25 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
     local_pending_ = false;
   }
   return mean_loss();
+}
+
+void DataParallel::check_graph_capturable(std::int64_t batch) const {
+  std::string why;
+  if (devices_.size() != 1)
+    why = "it runs on " + std::to_string(devices_.size()) +
+          " GPUs (the copies between them and the per-GPU streams are not captured; one GPU "
+          "per process, or eager steps)";
+  else if (options_.process_group)
+    why = "it is a DistributedDataParallel (its step exchanges counts and losses on the host)";
+  else if (!require_sync_ || local_pending_)
+    why = "no_sync() gradient accumulation is in progress";
+  else if (batch == 0)
+    why = "the batch is empty";
+  if (!why.empty())
+    throw ValueError(
+        "DataParallel::forward_backward under CUDA graph capture: not supported "
+        "because " +
+        why);
 }
 
 void DataParallel::fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,

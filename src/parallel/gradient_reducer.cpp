@@ -6,6 +6,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
+#include "lockstep/cuda/graph.h"
 #include "lockstep/ops/ops.h"
 #include "ops/op_utils.h"
 
@@ -135,6 +136,15 @@ void GradientReducer::set_update(std::function<void(std::int64_t, std::int64_t)>
 // Writes this rank's has-grad flags and completion flag in front of the gradients.
 void GradientReducer::write_flags() {
   const std::size_t n = flat_.params.size();
+  if (!grad_.device().is_cpu() && cuda::is_current_stream_capturing(grad_.device().index)) {
+    // Captured into a CUDA graph: no upload (a replay would re-read the staging buffer); each
+    // flag is a fill with its value in the kernel's arguments, which the graph keeps.
+    NoGradGuard no_grad;
+    for (std::size_t k = 0; k <= n; ++k)
+      narrow(grad_, 0, static_cast<std::int64_t>(k), 1)
+          .fill_(k < n ? (has_grad_[k] ? 1.0 : 0.0) : (completed_ ? 1.0 : 0.0));
+    return;
+  }
   if (!grad_.device().is_cpu()) {
     // A GPU buffer: the flags are made on the host and copied in front of the gradients.
     std::vector<double> f(n + 1);
@@ -156,6 +166,18 @@ void GradientReducer::write_flags() {
 // After the flags' reduction: which parameters got a gradient on any rank, how many completed.
 void GradientReducer::read_flags() {
   const std::size_t n = flat_.params.size();
+  if (!grad_.device().is_cpu() && cuda::is_current_stream_capturing(grad_.device().index)) {
+    // Captured into a CUDA graph (one rank only, see DataParallel's graph rules): the reduced
+    // flags of a group of one are this rank's own, known on the host; nothing is read back.
+    if (group_->size() != 1)
+      throw ValueError(
+          "GradientReducer: CUDA graph capture needs a process group of one rank "
+          "(this one has " +
+          std::to_string(group_->size()) +
+          "): the has-gradient flags of other ranks would be read on the host");
+    completed_ranks_ = completed_ ? 1 : 0;
+    return;
+  }
   if (!grad_.device().is_cpu()) {
     // A GPU buffer: one copy of the reduced flags to the host (waits for the reduction).
     const auto f = narrow(grad_, 0, 0, static_cast<std::int64_t>(n) + 1).to_vector<double>();

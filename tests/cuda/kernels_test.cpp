@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -302,6 +303,53 @@ TEST(CudaKernels, CrossEntropyInvalidTargetIsCountedAndNaN) {
   EXPECT_FALSE(std::isnan(t[0]));
   EXPECT_TRUE(std::isnan(t[1]));
   EXPECT_TRUE(std::isnan(t[2]));
+}
+
+// The optional outputs that spare the host a round trip (CUDA graphs): the mean in T, computed
+// from the same sum and count as the host would, and the first invalid row with its target.
+TEST(CudaKernels, CrossEntropyWritesTheMeanAndTheFirstBadRow) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const std::int64_t n = 300, c = 5;  // more rows than the reduce kernel's 256 threads
+  const auto exec = kc::on_device(0);
+  for (const std::vector<std::int64_t>& bad_rows :
+       {std::vector<std::int64_t>{}, {299}, {257, 3}, {0, 1, 256}}) {
+    std::vector<std::int64_t> target(n);
+    for (std::int64_t i = 0; i < n; ++i) target[i] = i % c;
+    target[7] = -100;  // ignored
+    for (std::size_t k = 0; k < bad_rows.size(); ++k)
+      target[bad_rows[k]] = c + 10 + std::int64_t(k);
+    DeviceArray<float> dl(random_floats(std::size_t(n * c), 9)), prob(std::vector<float>(n * c)),
+        terms(std::vector<float>(n, 0.f)), loss(std::vector<float>{-1.f});
+    DeviceArray<std::int64_t> dt(target), cnt(std::vector<std::int64_t>{0}),
+        bad(std::vector<std::int64_t>{0}), first(std::vector<std::int64_t>{-5, -5});
+    DeviceArray<double> sum(std::vector<double>{0});
+    kc::cross_entropy_forward<float>(dl.get(), dt.get(), n, c, -100, prob.get(), terms.get(),
+                                     sum.get(), cnt.get(), bad.get(), exec, loss.get(),
+                                     first.get());
+    const std::string where = std::to_string(bad_rows.size()) + " bad rows";
+    const double s = sum.to_host()[0];
+    const std::int64_t count = cnt.to_host()[0];
+    const float mean = loss.to_host()[0];
+    if (bad_rows.empty()) {
+      EXPECT_EQ(mean, static_cast<float>(s / static_cast<double>(count))) << where;
+      EXPECT_EQ(first.to_host(), (std::vector<std::int64_t>{-1, 0})) << where;
+    } else {
+      EXPECT_TRUE(std::isnan(mean)) << where;
+      const std::int64_t lowest = *std::min_element(bad_rows.begin(), bad_rows.end());
+      EXPECT_EQ(first.to_host(), (std::vector<std::int64_t>{lowest, target[lowest]})) << where;
+    }
+  }
+  // Nothing counts: the mean is NaN (PyTorch's mean over no elements).
+  DeviceArray<float> dl(random_floats(4, 1)), prob(std::vector<float>(4)),
+      terms(std::vector<float>(2, 0.f)), loss(std::vector<float>{0.f});
+  DeviceArray<std::int64_t> dt(std::vector<std::int64_t>{-100, -100}),
+      cnt(std::vector<std::int64_t>{1}), bad(std::vector<std::int64_t>{1}),
+      first(std::vector<std::int64_t>{0, 0});
+  DeviceArray<double> sum(std::vector<double>{1});
+  kc::cross_entropy_forward<float>(dl.get(), dt.get(), 2, 2, -100, prob.get(), terms.get(),
+                                   sum.get(), cnt.get(), bad.get(), exec, loss.get(), first.get());
+  EXPECT_TRUE(std::isnan(loss.to_host()[0]));
+  EXPECT_EQ(cnt.to_host()[0], 0);
 }
 
 // ---- fused SGD over a flat buffer ---------------------------------------------------------------

@@ -14,6 +14,14 @@
 // Work on any other stream (e.g. an NCCL stream) that touches a block must be made to finish, or
 // the compute stream must wait for it (an event), before the block is freed.
 //
+// CUDA graphs (graph.h): while a capture runs on a device, the blocks allocated there come from
+// (and the blocks freed there go to) that graph's private pool: its own free blocks first, then
+// the general cache's (the block joins the pool), then cudaMalloc (with this thread's capture mode
+// relaxed for the call, as PyTorch's allocator does). A pool block freed after the capture goes
+// back to the pool, which only its own capture draws from, so no code outside the graph reuses
+// memory that a replay writes. CUDAGraph::reset() moves the pool's free blocks to the general
+// cache; its blocks still in use go there when freed. empty_cache() frees the general cache only.
+//
 // Thread-safe (one mutex per device). Without CUDA, allocations throw CudaError and the
 // statistics are all zero.
 #pragma once
@@ -34,6 +42,10 @@ struct MemoryStats {
   std::int64_t num_allocs = 0;            ///< caching_allocator_alloc calls that returned a block
   std::int64_t num_cuda_mallocs = 0;      ///< cudaMalloc calls (misses of the cache)
   std::int64_t num_cuda_frees = 0;        ///< cudaFree calls (empty_cache, out-of-memory retries)
+  /// Bytes in blocks owned by CUDA graphs' private pools (in use or free; part of the counts
+  /// above): they are reused only by their own capture and return to the general cache when the
+  /// graph is reset or destroyed (graph.h).
+  std::int64_t graph_pool_bytes = 0;
 };
 
 /// The block size a request of `bytes` is served with (see the size classes above); 0 for 0.

@@ -8,12 +8,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "lockstep/core/tensor.h"
 #include "lockstep/nn/state_dict.h"
+
+namespace lockstep::cuda_ops {
+struct FlatGraphTable;
+}  // namespace lockstep::cuda_ops
 
 namespace lockstep::optim {
 
@@ -38,7 +43,7 @@ class Optimizer {
   /// Throws ValueError for an empty parameter list or an undefined parameter. A parameter that
   /// does not require grad is accepted and, never having a gradient, never updated (as PyTorch).
   explicit Optimizer(std::vector<Tensor> params);
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
 
   /// One update from the parameters' current gradients (under no_grad).
   virtual void step() = 0;
@@ -67,6 +72,27 @@ class Optimizer {
   /// How the last step() ran on a GPU: flat (one launch) or per parameter, the update kernels it
   /// launched and why it was not flat. Reset by every step(); all zero / empty on the CPU.
   const CudaStepInfo& last_cuda_step() const { return cuda_step_; }
+
+  // ---- CUDA graphs (include/lockstep/cuda/graph.h, docs/cuda.md "CUDA graphs") ----------------
+  // step() called while the parameters' device stream is captured records a launch that reads
+  // the step's scalars (lr, Adam's per-parameter bias corrections, ...) and segment table from a
+  // device buffer at a fixed address instead of kernel arguments, and changes no host state
+  // (nothing ran yet): it needs the flat layout and existing state (an eager step first;
+  // ValueError otherwise). Before each replay of such a graph, prepare_graph_replay() writes that
+  // buffer for the step the replay makes — from the current lr and state, exactly as an eager
+  // step() would compute them — and advances the host state the step changes (Adam's step
+  // counts). Eager step() calls may be interleaved with replays: they use the same parameters
+  // and state. This is PyTorch's Adam(capturable=True) with the step counts kept on the host.
+
+  /// Stages the captured step for the next replay (see above). ValueError when no step was
+  /// captured, or when this step's layout (which parameters have state) differs from the
+  /// captured one; CudaError from the upload.
+  void prepare_graph_replay();
+  /// Whether a step was captured (and not forgotten by reset_graph_step()).
+  bool has_graph_step() const;
+  /// Forgets the captured step (the graph was reset); its device buffer is freed when the graph
+  /// that kept it is reset.
+  void reset_graph_step();
 
   // ---- sliced steps ----------------------------------------------------------------------------
   // An elementwise optimizer (each element's update reads and writes only that element of the
@@ -142,8 +168,16 @@ class Optimizer {
   std::vector<Tensor> params_;
   double lr_ = 0.0;
   std::vector<std::unordered_map<std::string, Tensor>> state_;
+  /// How step_flat runs: normally Eager; Capture while a CUDA graph records the step; Stage in
+  /// prepare_graph_replay() (cuda_ops::FlatMode). graph_table_ is the captured step's table.
+  enum class GraphMode : std::uint8_t { Eager, Capture, Stage };
+  GraphMode graph_mode_ = GraphMode::Eager;
+  /// graph_mode_ as the cuda_ops::FlatMode value (an int: cuda_ops is internal).
+  int flat_mode_value() const { return static_cast<int>(graph_mode_); }
+  std::shared_ptr<cuda_ops::FlatGraphTable> graph_table_;
 
  private:
+  std::unique_ptr<detail::FlatPlan> graph_plan_;  // the captured step's layout
   // The flat layout of this step's parameters and gradients (flat == false, with the reason,
   // when they are not on one GPU or do not lie flat).
   detail::FlatPlan plan_flat() const;

@@ -313,6 +313,9 @@ class DataParallel : public nn::Module {
   // The reducer path (forward_backward without deterministic mode).
   Tensor forward_backward_reducer(const Tensor& input, const Tensor& target, const LossFn& loss_fn,
                                   const LossCount& count);
+  // ValueError unless the reducer path's step can be captured into a CUDA graph: one GPU, no
+  // process group, synced (no no_sync() pending), a non-empty batch.
+  void check_graph_capturable(std::int64_t batch) const;
   // The fused optimizer's update of flat elements [lo, hi) on worker k (its reducer's update,
   // GradientReducer::set_update): the parts of optimized parameters with a gradient; grads[j] is
   // master parameter j's reduced gradient.

@@ -170,10 +170,16 @@ void tree_sum_rows(T* base, std::int64_t rows, std::int64_t width, Exec exec);
 ///                   (device int64); such rows get loss term NaN, so the mean is NaN, never a
 ///                   silently wrong number. The op layer checks *invalid and throws IndexError.
 /// The mean loss is *loss_sum / *count (PyTorch: NaN when count is 0). c must be ≥ 1 when n > 0.
+/// Optional outputs (nullptr: not written), so no host round trip is needed:
+///   *loss_out     = T(*loss_sum / *count) computed in double on the device (NaN when count is
+///                   0): the same bits as the host's division of the same two numbers;
+///   first_bad[0]  = the first row whose target is invalid (−1 when none), first_bad[1] = its
+///                   target value (0 when none): what the CPU's IndexError names.
 template <class T>
 void cross_entropy_forward(const T* logits, const std::int64_t* target, std::int64_t n,
                            std::int64_t c, std::int64_t ignore_index, T* prob, T* loss_terms,
-                           double* loss_sum, std::int64_t* count, std::int64_t* invalid, Exec exec);
+                           double* loss_sum, std::int64_t* count, std::int64_t* invalid, Exec exec,
+                           T* loss_out = nullptr, std::int64_t* first_bad = nullptr);
 
 /// Backward of the mean cross-entropy: grad_logits[i, j] = (prob[i, j] − [j == target[i]]) ·
 /// g / max(count, 1), 0 on ignored rows (and on rows with an invalid target), where g =
@@ -270,18 +276,25 @@ std::int64_t assign_flat_blocks(FlatSegment<T>* segments, std::int64_t count);
 /// set by assign_flat_blocks, `blocks` = its result) exactly as sgd_step does each parameter
 /// (first = kFlatFirstStep), bit for bit. momentum_buf (the flat state) may be nullptr when
 /// momentum == 0 (ValueError otherwise). Nothing is launched when blocks == 0.
+/// device_scalars (CUDA graphs): nullptr, or device memory holding the step's
+/// optim::rules::SgdScalars<T> (src/optim/update_rules.h), which the kernel then reads instead of
+/// computing them from `hyper`, so a captured launch uses the values written there before each
+/// replay (the learning rate may change between replays).
 template <class T>
 void sgd_flat_step(T* param, const T* grad, T* momentum_buf, const FlatSegment<T>* segments,
-                   std::int64_t count, std::int64_t blocks, const SgdHyper& hyper, Exec exec);
+                   std::int64_t count, std::int64_t blocks, const SgdHyper& hyper, Exec exec,
+                   const void* device_scalars = nullptr);
 
 /// One launch updating every segment exactly as adam_step does each parameter, bit for bit, with
 /// each segment's own step_size and bc2_sqrt (its own step count; hyper.step is not used) and
 /// exp_avg / exp_avg_sq read as 0 where kFlatFreshExpAvg / kFlatFreshExpAvgSq (as the zeros the
 /// per-parameter step creates). Nothing is launched when blocks == 0.
+/// device_scalars: as for sgd_flat_step, an optim::rules::AdamScalars<T> in device memory (its
+/// step_size and bc2_sqrt are still each segment's own).
 template <class T>
 void adam_flat_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
                     const FlatSegment<T>* segments, std::int64_t count, std::int64_t blocks,
-                    const AdamHyper& hyper, Exec exec);
+                    const AdamHyper& hyper, Exec exec, const void* device_scalars = nullptr);
 
 // ---- the ops beyond the reference workload (docs/cuda.md) --------------------------------------
 // Their per-element and per-line bodies are src/ops/device_ops.h, shared with the host tests;

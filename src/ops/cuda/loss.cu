@@ -65,18 +65,22 @@ __global__ void ce_rows_kernel(const T* logits, const std::int64_t* target, std:
 template <class T>
 __global__ void ce_reduce_kernel(const T* loss_terms, const std::int64_t* target, std::int64_t n,
                                  std::int64_t c, std::int64_t ignore_index, double* loss_sum,
-                                 std::int64_t* count, std::int64_t* invalid) {
+                                 std::int64_t* count, std::int64_t* invalid, T* loss_out,
+                                 std::int64_t* first_bad) {
   __shared__ double s_sum[kReduceThreads];
   __shared__ long long s_cnt[kReduceThreads];
   __shared__ long long s_bad[kReduceThreads];
+  __shared__ long long s_first[kReduceThreads];
   double sum = 0;
   long long cnt = 0, bad = 0;
+  long long first = -1;  // this thread's first row with an invalid target (its rows ascend)
   for (std::int64_t i = threadIdx.x; i < n; i += kReduceThreads) {
     const std::int64_t t = target[i];
     if (t == ignore_index) continue;
     if (t < 0 || t >= c) {
       ++bad;
       sum += NAN;
+      if (first < 0) first = i;
       continue;
     }
     ++cnt;
@@ -85,12 +89,15 @@ __global__ void ce_reduce_kernel(const T* loss_terms, const std::int64_t* target
   s_sum[threadIdx.x] = sum;
   s_cnt[threadIdx.x] = cnt;
   s_bad[threadIdx.x] = bad;
+  s_first[threadIdx.x] = first;
   __syncthreads();
   for (int w = kReduceThreads / 2; w > 0; w /= 2) {
     if (threadIdx.x < w) {
       s_sum[threadIdx.x] += s_sum[threadIdx.x + w];
       s_cnt[threadIdx.x] += s_cnt[threadIdx.x + w];
       s_bad[threadIdx.x] += s_bad[threadIdx.x + w];
+      const long long a = s_first[threadIdx.x], b = s_first[threadIdx.x + w];
+      s_first[threadIdx.x] = a < 0 ? b : (b < 0 ? a : (a < b ? a : b));
     }
     __syncthreads();
   }
@@ -98,6 +105,15 @@ __global__ void ce_reduce_kernel(const T* loss_terms, const std::int64_t* target
     *loss_sum = s_sum[0];
     *count = s_cnt[0];
     *invalid = s_bad[0];
+    // The mean as the host computes it from the same sum and count: (sum / count) in double,
+    // rounded to T once; NaN when nothing counts (PyTorch's mean over no elements).
+    if (loss_out)
+      *loss_out =
+          s_cnt[0] ? static_cast<T>(s_sum[0] / static_cast<double>(s_cnt[0])) : static_cast<T>(NAN);
+    if (first_bad) {
+      first_bad[0] = s_first[0];
+      first_bad[1] = s_first[0] >= 0 ? target[s_first[0]] : 0;
+    }
   }
 }
 
@@ -127,8 +143,8 @@ __global__ void ce_backward_kernel(const T* prob, const std::int64_t* target, st
 template <class T>
 void cross_entropy_forward(const T* logits, const std::int64_t* target, std::int64_t n,
                            std::int64_t c, std::int64_t ignore_index, T* prob, T* loss_terms,
-                           double* loss_sum, std::int64_t* count, std::int64_t* invalid,
-                           Exec exec) {
+                           double* loss_sum, std::int64_t* count, std::int64_t* invalid, Exec exec,
+                           T* loss_out, std::int64_t* first_bad) {
   ::lockstep::cuda::DeviceGuard guard(exec.device);
   if (n > 0 && c > 0) {
     const auto blocks = static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock);
@@ -137,9 +153,8 @@ void cross_entropy_forward(const T* logits, const std::int64_t* target, std::int
     LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "cross_entropy_forward (rows)");
   }
   // Always launched, so the three outputs are written even for n == 0 (sum 0, count 0).
-  ce_reduce_kernel<T><<<1, kReduceThreads, 0, exec.stream>>>(loss_terms, target, n, c,
-                                                             ignore_index, loss_sum, count,
-                                                             invalid);
+  ce_reduce_kernel<T><<<1, kReduceThreads, 0, exec.stream>>>(
+      loss_terms, target, n, c, ignore_index, loss_sum, count, invalid, loss_out, first_bad);
   LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "cross_entropy_forward (reduce)");
 }
 
@@ -157,12 +172,12 @@ void cross_entropy_backward(const T* prob, const std::int64_t* target, std::int6
   LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "cross_entropy_backward");
 }
 
-#define LOCKSTEP_INSTANTIATE(T)                                                               \
-  template void cross_entropy_forward<T>(const T*, const std::int64_t*, std::int64_t,         \
-                                         std::int64_t, std::int64_t, T*, T*, double*,         \
-                                         std::int64_t*, std::int64_t*, Exec);                 \
-  template void cross_entropy_backward<T>(const T*, const std::int64_t*, std::int64_t,        \
-                                          std::int64_t, std::int64_t, const std::int64_t*,    \
+#define LOCKSTEP_INSTANTIATE(T)                                                                  \
+  template void cross_entropy_forward<T>(const T*, const std::int64_t*, std::int64_t,            \
+                                         std::int64_t, std::int64_t, T*, T*, double*,            \
+                                         std::int64_t*, std::int64_t*, Exec, T*, std::int64_t*); \
+  template void cross_entropy_backward<T>(const T*, const std::int64_t*, std::int64_t,           \
+                                          std::int64_t, std::int64_t, const std::int64_t*,       \
                                           const T*, T*, Exec);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)

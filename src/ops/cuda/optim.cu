@@ -62,7 +62,9 @@ __device__ inline FlatSegment<T> segment_of_block(const FlatSegment<T>* segments
 
 template <class T>
 __global__ void sgd_flat_kernel(T* p, const T* g, T* buf, const FlatSegment<T>* segments,
-                                std::int64_t count, rules::SgdScalars<T> s) {
+                                std::int64_t count, rules::SgdScalars<T> s_arg,
+                                const rules::SgdScalars<T>* s_dev) {
+  const rules::SgdScalars<T> s = s_dev ? *s_dev : s_arg;
   const std::int64_t b = blockIdx.x;
   const FlatSegment<T> seg = segment_of_block(segments, count, b);
   const std::int64_t begin = (b - seg.first_block) * kFlatChunk;
@@ -77,7 +79,9 @@ __global__ void sgd_flat_kernel(T* p, const T* g, T* buf, const FlatSegment<T>* 
 
 template <class T>
 __global__ void adam_flat_kernel(T* p, const T* g, T* m, T* v, const FlatSegment<T>* segments,
-                                 std::int64_t count, rules::AdamScalars<T> s) {
+                                 std::int64_t count, rules::AdamScalars<T> s_arg,
+                                 const rules::AdamScalars<T>* s_dev) {
+  rules::AdamScalars<T> s = s_dev ? *s_dev : s_arg;
   const std::int64_t b = blockIdx.x;
   const FlatSegment<T> seg = segment_of_block(segments, count, b);
   const std::int64_t begin = (b - seg.first_block) * kFlatChunk;
@@ -146,7 +150,8 @@ std::int64_t assign_flat_blocks(FlatSegment<T>* segments, std::int64_t count) {
 
 template <class T>
 void sgd_flat_step(T* param, const T* grad, T* momentum_buf, const FlatSegment<T>* segments,
-                   std::int64_t count, std::int64_t blocks, const SgdHyper& h, Exec exec) {
+                   std::int64_t count, std::int64_t blocks, const SgdHyper& h, Exec exec,
+                   const void* device_scalars) {
   if (blocks <= 0 || count <= 0) return;
   if (h.momentum != 0 && !momentum_buf)
     throw ValueError("cuda sgd_flat_step: momentum " + std::to_string(h.momentum) +
@@ -154,21 +159,23 @@ void sgd_flat_step(T* param, const T* grad, T* momentum_buf, const FlatSegment<T
   ::lockstep::cuda::DeviceGuard guard(exec.device);
   const auto s = rules::sgd_scalars<T>(h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov);
   sgd_flat_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, exec.stream>>>(
-      param, grad, momentum_buf, segments, count, s);
+      param, grad, momentum_buf, segments, count, s,
+      static_cast<const rules::SgdScalars<T>*>(device_scalars));
   LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "sgd_flat_step");
 }
 
 template <class T>
 void adam_flat_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
                     const FlatSegment<T>* segments, std::int64_t count, std::int64_t blocks,
-                    const AdamHyper& h, Exec exec) {
+                    const AdamHyper& h, Exec exec, const void* device_scalars) {
   if (blocks <= 0 || count <= 0) return;
   ::lockstep::cuda::DeviceGuard guard(exec.device);
   // step_size and bc2_sqrt come from each segment.
   const auto s =
       rules::adam_scalars<T>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, 1, h.decoupled);
   adam_flat_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, exec.stream>>>(
-      param, grad, exp_avg, exp_avg_sq, segments, count, s);
+      param, grad, exp_avg, exp_avg_sq, segments, count, s,
+      static_cast<const rules::AdamScalars<T>*>(device_scalars));
   LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, "adam_flat_step");
 }
 
@@ -177,9 +184,9 @@ void adam_flat_step(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
   template void adam_step<T>(T*, const T*, T*, T*, std::int64_t, const AdamHyper&, Exec);    \
   template std::int64_t assign_flat_blocks<T>(FlatSegment<T>*, std::int64_t);                \
   template void sgd_flat_step<T>(T*, const T*, T*, const FlatSegment<T>*, std::int64_t,      \
-                                 std::int64_t, const SgdHyper&, Exec);                       \
+                                 std::int64_t, const SgdHyper&, Exec, const void*);          \
   template void adam_flat_step<T>(T*, const T*, T*, T*, const FlatSegment<T>*, std::int64_t, \
-                                  std::int64_t, const AdamHyper&, Exec);
+                                  std::int64_t, const AdamHyper&, Exec, const void*);
 LOCKSTEP_OPTIM_INSTANTIATE(float)
 LOCKSTEP_OPTIM_INSTANTIATE(double)
 #undef LOCKSTEP_OPTIM_INSTANTIATE

@@ -6,6 +6,7 @@
 
 #include "cuda/check.h"
 #include "lockstep/cuda/allocator.h"
+#include "lockstep/cuda/graph.h"
 #include "lockstep/cuda/runtime.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda_ops.h"
@@ -76,6 +77,8 @@ void copy(const Tensor& src, const Tensor& dst) {
   } else {
     // Between GPUs: the source's pending writes finish first, and the copy finishes before
     // either block can be freed and reused by its own compute stream.
+    ::lockstep::cuda::check_not_capturing(sd.index, "a copy from " + sd.str() + " to " + dd.str());
+    ::lockstep::cuda::check_not_capturing(dd.index, "a copy from " + sd.str() + " to " + dd.str());
     auto s_stream = ::lockstep::cuda::compute_stream(sd.index);
     auto d_stream = ::lockstep::cuda::compute_stream(dd.index);
     LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(s_stream), sd.index,
@@ -230,27 +233,33 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& 
   });
 }
 
-CrossEntropyStats cross_entropy_forward(const Tensor& logits, const Tensor& target,
-                                        std::int64_t ignore_index, const Tensor& prob,
-                                        const Tensor& scratch) {
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, std::int64_t ignore_index,
+                           const Tensor& prob, const Tensor& scratch, const Tensor& loss) {
   const std::int64_t n = logits.size(0), c = logits.size(1);
   const auto exec = exec_of(logits);
   Tensor terms = empty({n}, logits.options());
   auto* s = scratch.device_data_ptr<std::int64_t>();
-  // scratch holds (loss_sum as a double, count, invalid): three 8-byte slots.
+  // scratch holds (loss_sum as a double, count, invalid, first bad row, its target).
   static_assert(sizeof(double) == sizeof(std::int64_t));
   detail::visit_float(logits.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kc::cross_entropy_forward<T>(ptr<T>(logits), ptr<std::int64_t>(target), n, c, ignore_index,
                                  ptr<T>(prob), ptr<T>(terms), reinterpret_cast<double*>(s), s + 1,
-                                 s + 2, exec);
+                                 s + 2, exec, ptr<T>(loss), s + 3);
   });
-  std::int64_t host[3] = {0, 0, 0};
-  ::lockstep::cuda::copy_to_host(host, s, sizeof host, exec.device);
+}
+
+CrossEntropyStats cross_entropy_stats(const Tensor& scratch) {
+  std::int64_t host[5] = {0, 0, 0, -1, 0};
+  ::lockstep::cuda::check_not_capturing(scratch.device().index, "cross_entropy's target check");
+  ::lockstep::cuda::copy_to_host(host, scratch.device_raw_data(), sizeof host,
+                                 scratch.device().index);
   CrossEntropyStats out;
   std::memcpy(&out.loss_sum, &host[0], sizeof(double));
   out.count = host[1];
   out.invalid = host[2];
+  out.first_bad_row = host[3];
+  out.first_bad_value = host[4];
   return out;
 }
 
@@ -324,9 +333,73 @@ Tensor upload_table(const std::vector<kc::FlatSegment<T>>& table, Device device)
 
 }  // namespace
 
+namespace {
+
+constexpr std::size_t kScalarsBytes = 256;  // the graph table's header: the step's scalars
+
+// The structure of a table (what a replay's kernel depends on beyond the scalars).
+template <class T>
+std::vector<std::int64_t> table_layout(const std::vector<kc::FlatSegment<T>>& table) {
+  std::vector<std::int64_t> l;
+  for (const auto& e : table) {
+    l.insert(l.end(), {e.param_offset, e.grad_offset, e.state_offset, e.numel, e.first_block,
+                       static_cast<std::int64_t>(e.flags)});
+  }
+  return l;
+}
+
+// Runs one flat step in `mode` (cuda_ops.h): the host table (first_block assigned), the step's
+// scalars, and the launch (a functor taking the device segments and device scalars pointers).
+template <class T, class Scalars, class Launch>
+int run_flat(std::vector<kc::FlatSegment<T>>& table, const Scalars& scalars, Device device,
+             FlatMode mode, FlatGraphTable* graph, const char* who, Launch launch) {
+  static_assert(sizeof(Scalars) <= kScalarsBytes);
+  if (mode == FlatMode::Eager) {
+    if (table.empty()) return 0;
+    const std::int64_t blocks =
+        kc::assign_flat_blocks<T>(table.data(), static_cast<std::int64_t>(table.size()));
+    const Tensor dev = upload_table(table, device);
+    launch(reinterpret_cast<const kc::FlatSegment<T>*>(dev.device_raw_data()),
+           static_cast<std::int64_t>(table.size()), blocks, nullptr);
+    return 1;
+  }
+  if (!graph) throw ValueError(std::string(who) + ": a CUDA graph step needs its device table");
+  const std::int64_t blocks =
+      kc::assign_flat_blocks<T>(table.data(), static_cast<std::int64_t>(table.size()));
+  const std::size_t bytes = kScalarsBytes + table.size() * sizeof(kc::FlatSegment<T>);
+  if (mode == FlatMode::Capture) {
+    graph->buffer =
+        empty({static_cast<std::int64_t>((bytes + 7) / 8)}, TensorOptions(kInt64).device(device));
+    graph->layout = table_layout(table);
+    graph->count = static_cast<std::int64_t>(table.size());
+    graph->blocks = blocks;
+    if (table.empty()) return 0;
+    auto* base = static_cast<char*>(graph->buffer.device_raw_data());
+    launch(reinterpret_cast<const kc::FlatSegment<T>*>(base + kScalarsBytes),
+           static_cast<std::int64_t>(table.size()), blocks, base);
+    return 1;
+  }
+  // Stage: this step's table and scalars into the captured buffer, nothing launched.
+  if (!graph->buffer.defined() || graph->count != static_cast<std::int64_t>(table.size()) ||
+      graph->blocks != blocks || graph->layout != table_layout(table))
+    throw ValueError(std::string(who) +
+                     ": this step's parameter layout (which parameters have a gradient, where "
+                     "they lie, which state exists) differs from the one captured in the CUDA "
+                     "graph; capture the step again");
+  if (table.empty()) return 0;
+  std::vector<unsigned char> host(static_cast<std::size_t>(graph->buffer.numel()) * 8, 0);
+  std::memcpy(host.data(), &scalars, sizeof scalars);
+  std::memcpy(host.data() + kScalarsBytes, table.data(), table.size() * sizeof(kc::FlatSegment<T>));
+  staging().upload(graph->buffer.device_raw_data(), host.data(), host.size(), device.index);
+  return 0;
+}
+
+}  // namespace
+
 int sgd_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& momentum_buffer,
                   const std::vector<FlatUpdateSegment>& segments, double lr, double momentum,
-                  double dampening, double weight_decay, bool nesterov) {
+                  double dampening, double weight_decay, bool nesterov, FlatMode mode,
+                  FlatGraphTable* graph) {
   int launched = 0;
   const kc::SgdHyper hyper{lr, momentum, dampening, weight_decay, nesterov};
   detail::visit_float(param_base.dtype(), [&](auto zero) {
@@ -334,15 +407,15 @@ int sgd_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tenso
     auto table = flat_table<T>(segments, [](const FlatUpdateSegment& s, kc::FlatSegment<T>& e) {
       e.flags = s.first ? kc::kFlatFirstStep : 0u;
     });
-    if (table.empty()) return;
-    const std::int64_t blocks =
-        kc::assign_flat_blocks<T>(table.data(), static_cast<std::int64_t>(table.size()));
-    const Tensor dev = upload_table(table, param_base.device());
-    kc::sgd_flat_step<T>(ptr<T>(param_base), ptr<T>(grad_base), ptr<T>(momentum_buffer),
-                         reinterpret_cast<const kc::FlatSegment<T>*>(dev.device_raw_data()),
-                         static_cast<std::int64_t>(table.size()), blocks, hyper,
-                         exec_of(param_base));
-    launched = 1;
+    const auto scalars =
+        optim::rules::sgd_scalars<T>(lr, momentum, dampening, weight_decay, nesterov);
+    launched = run_flat<T>(table, scalars, param_base.device(), mode, graph, "SGD",
+                           [&](const kc::FlatSegment<T>* dev, std::int64_t count,
+                               std::int64_t blocks, const void* dev_scalars) {
+                             kc::sgd_flat_step<T>(ptr<T>(param_base), ptr<T>(grad_base),
+                                                  ptr<T>(momentum_buffer), dev, count, blocks,
+                                                  hyper, exec_of(param_base), dev_scalars);
+                           });
   });
   return launched;
 }
@@ -350,7 +423,7 @@ int sgd_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tenso
 int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const std::vector<FlatUpdateSegment>& segments,
                    double lr, double beta1, double beta2, double eps, double weight_decay,
-                   bool decoupled) {
+                   bool decoupled, FlatMode mode, FlatGraphTable* graph) {
   int launched = 0;
   const kc::AdamHyper hyper{lr, beta1, beta2, eps, weight_decay, 1, decoupled};
   detail::visit_float(param_base.dtype(), [&](auto zero) {
@@ -364,15 +437,18 @@ int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tens
       e.flags = (s.fresh_exp_avg ? kc::kFlatFreshExpAvg : 0u) |
                 (s.fresh_exp_avg_sq ? kc::kFlatFreshExpAvgSq : 0u);
     });
-    if (table.empty()) return;
-    const std::int64_t blocks =
-        kc::assign_flat_blocks<T>(table.data(), static_cast<std::int64_t>(table.size()));
-    const Tensor dev = upload_table(table, param_base.device());
-    kc::adam_flat_step<T>(
-        ptr<T>(param_base), ptr<T>(grad_base), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
-        reinterpret_cast<const kc::FlatSegment<T>*>(dev.device_raw_data()),
-        static_cast<std::int64_t>(table.size()), blocks, hyper, exec_of(param_base));
-    launched = 1;
+    // What adam_flat_step computes from the hyper-parameters (step 1; each segment has its own
+    // step_size and bc2_sqrt).
+    const auto scalars =
+        optim::rules::adam_scalars<T>(lr, beta1, beta2, eps, weight_decay, 1, decoupled);
+    launched =
+        run_flat<T>(table, scalars, param_base.device(), mode, graph, decoupled ? "AdamW" : "Adam",
+                    [&](const kc::FlatSegment<T>* dev, std::int64_t count, std::int64_t blocks,
+                        const void* dev_scalars) {
+                      kc::adam_flat_step<T>(ptr<T>(param_base), ptr<T>(grad_base), ptr<T>(exp_avg),
+                                            ptr<T>(exp_avg_sq), dev, count, blocks, hyper,
+                                            exec_of(param_base), dev_scalars);
+                    });
   });
   return launched;
 }

@@ -47,13 +47,16 @@ inline ::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& e
   return AllClose(actual.to_vector<double>(), expected.to_vector<double>(), rtol, atol);
 }
 
-/// Bitwise equality of two float32 tensors (same shape, same bits).
+/// Bitwise equality of two tensors (same shape and dtype, same bits), except that any two NaNs are
+/// equal: IEEE 754 leaves a NaN result's sign and payload unspecified, and they change with the
+/// compiler's operation order (an ASan -O1 build gave -nan where -O2 gave nan).
 inline ::testing::AssertionResult BitEqual(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype())
     return ::testing::AssertionFailure() << "shape/dtype differ";
   auto va = a.to_vector<double>(), vb = b.to_vector<double>();
   for (std::size_t i = 0; i < va.size(); ++i)
-    if (std::memcmp(&va[i], &vb[i], sizeof(double)) != 0)
+    if (!(std::isnan(va[i]) && std::isnan(vb[i])) &&
+        std::memcmp(&va[i], &vb[i], sizeof(double)) != 0)
       return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
   return ::testing::AssertionSuccess();
 }

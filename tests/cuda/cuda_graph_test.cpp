@@ -176,11 +176,13 @@ TEST(CudaGraphStep, PartialLastBatchRunsEagerlyBetweenReplays) {
   std::vector<parallel::GraphStepAction> actions;
   (void)run_graphed(g, true, &actions);
   const std::int64_t per_epoch = (g.n_train + g.batch_size - 1) / g.batch_size;
-  for (std::size_t i = 0; i < actions.size(); ++i)
-    if ((static_cast<std::int64_t>(i) + 1) % per_epoch == 0)
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    if ((static_cast<std::int64_t>(i) + 1) % per_epoch == 0) {
       EXPECT_EQ(actions[i], parallel::GraphStepAction::Eager) << "step " << i + 1;
-    else if (i >= 3)
+    } else if (i >= 3) {
       EXPECT_EQ(actions[i], parallel::GraphStepAction::Replay) << "step " << i + 1;
+    }
+  }
 }
 
 TEST(CudaGraphStep, LearningRateChangesBetweenReplaysTakeEffect) {

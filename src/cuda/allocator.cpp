@@ -132,9 +132,11 @@ void* caching_allocator_alloc(std::size_t bytes, int device) {
       cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
       if (pool) (void)cudaThreadExchangeStreamCaptureMode(&mode);
       cudaError_t status = cudaMalloc(&p, size);
-      if (status == cudaErrorMemoryAllocation) {
+      // Give CUDA back what we hold, then try once more; not during a capture, where cudaFree
+      // (which synchronizes the device) would invalidate it: the out-of-memory error instead.
+      if (status == cudaErrorMemoryAllocation && !pool) {
         (void)cudaGetLastError();
-        c.release_cached(device);  // give CUDA back what we hold, then try once more
+        c.release_cached(device);
         status = cudaMalloc(&p, size);
       }
       if (pool) (void)cudaThreadExchangeStreamCaptureMode(&mode);
@@ -196,7 +198,8 @@ void empty_cache() {
   for (int d = 0; d < n; ++d) {
     DeviceCache& c = caches()[static_cast<std::size_t>(d)];
     std::lock_guard<std::mutex> lock(c.mutex);
-    if (!c.free_blocks.empty()) c.release_cached(d);
+    // Not while a capture runs on the device (cudaFree would invalidate it): kept for later.
+    if (!c.free_blocks.empty() && !c.capturing_pool) c.release_cached(d);
   }
 }
 

@@ -57,8 +57,11 @@ struct DeviceCache {
   void release_cached(int device) {
     DeviceGuard guard(device);
     for (auto& [size, blocks] : free_blocks) {
-      for (void* p : blocks) {
-        LOCKSTEP_CUDA_CHECK(cudaFree(p), device, "cudaFree(" + std::to_string(size) + " bytes)");
+      // Each block leaves the list once freed, so a failing cudaFree leaves only live blocks.
+      while (!blocks.empty()) {
+        LOCKSTEP_CUDA_CHECK(cudaFree(blocks.back()), device,
+                            "cudaFree(" + std::to_string(size) + " bytes)");
+        blocks.pop_back();
         stats.cached_bytes -= static_cast<std::int64_t>(size);
         stats.reserved_bytes -= static_cast<std::int64_t>(size);
         ++stats.num_cuda_frees;

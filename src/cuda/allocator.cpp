@@ -57,8 +57,11 @@ struct DeviceCache {
   void release_cached(int device) {
     DeviceGuard guard(device);
     for (auto& [size, blocks] : free_blocks) {
-      for (void* p : blocks) {
-        LOCKSTEP_CUDA_CHECK(cudaFree(p), device, "cudaFree(" + std::to_string(size) + " bytes)");
+      // Each block leaves the list once freed, so a failing cudaFree leaves only live blocks.
+      while (!blocks.empty()) {
+        LOCKSTEP_CUDA_CHECK(cudaFree(blocks.back()), device,
+                            "cudaFree(" + std::to_string(size) + " bytes)");
+        blocks.pop_back();
         stats.cached_bytes -= static_cast<std::int64_t>(size);
         stats.reserved_bytes -= static_cast<std::int64_t>(size);
         ++stats.num_cuda_frees;
@@ -132,9 +135,11 @@ void* caching_allocator_alloc(std::size_t bytes, int device) {
       cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
       if (pool) (void)cudaThreadExchangeStreamCaptureMode(&mode);
       cudaError_t status = cudaMalloc(&p, size);
-      if (status == cudaErrorMemoryAllocation) {
+      // Give CUDA back what we hold, then try once more; not during a capture, where cudaFree
+      // (which synchronizes the device) would invalidate it: the out-of-memory error instead.
+      if (status == cudaErrorMemoryAllocation && !pool) {
         (void)cudaGetLastError();
-        c.release_cached(device);  // give CUDA back what we hold, then try once more
+        c.release_cached(device);
         status = cudaMalloc(&p, size);
       }
       if (pool) (void)cudaThreadExchangeStreamCaptureMode(&mode);
@@ -196,7 +201,8 @@ void empty_cache() {
   for (int d = 0; d < n; ++d) {
     DeviceCache& c = caches()[static_cast<std::size_t>(d)];
     std::lock_guard<std::mutex> lock(c.mutex);
-    if (!c.free_blocks.empty()) c.release_cached(d);
+    // Not while a capture runs on the device (cudaFree would invalidate it): kept for later.
+    if (!c.free_blocks.empty() && !c.capturing_pool) c.release_cached(d);
   }
 }
 

@@ -124,7 +124,12 @@ void CUDAGraph::capture_end() {
   }
   graph_ = graph;
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  // AutoFreeOnLaunch, as PyTorch's CUDAGraph: a library may allocate inside the capture
+  // (cudaMallocAsync, e.g. cuBLAS's workspace since CUDA 12.2) without freeing there; without
+  // the flag every launch after the first would then fail (cudaGraphLaunch: "If any
+  // allocations created by graphExec remain unfreed ... the launch will fail").
+  const cudaError_t inst =
+      cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
   if (inst != cudaSuccess) {
     const int device = device_;
     reset();

@@ -83,6 +83,27 @@ TEST(CudaGraph, PrivatePoolIsNotReusedByEagerCodeUntilReset) {
   cuda::caching_allocator_delete(r);
 }
 
+// cudaFree synchronizes the device, which would invalidate a running capture: empty_cache()
+// keeps the cached blocks of a capturing device (and frees them once the capture is over).
+TEST(CudaGraph, EmptyCacheDuringACaptureFreesNothingThere) {
+  LOCKSTEP_REQUIRE_CUDA();
+  const std::size_t bytes = std::size_t{27} << 20;  // a size class no other test uses (27 MiB)
+  cuda::caching_allocator_delete(cuda::caching_allocator_alloc(bytes, 0));  // one cached block
+  const std::int64_t frees = cuda::memory_stats(0).num_cuda_frees;
+  Tensor a = on_gpu({1.f, 2.f, 3.f});
+  Tensor out = zeros({3}, TensorOptions().device(kGpu));
+  cuda::CUDAGraph g;
+  g.capture_begin(0);
+  out.copy_(add(a, a));
+  cuda::empty_cache();
+  EXPECT_EQ(cuda::memory_stats(0).num_cuda_frees, frees);
+  g.capture_end();  // not invalidated
+  g.replay();
+  EXPECT_EQ(out.to_vector<float>(), (std::vector<float>{2.f, 4.f, 6.f}));
+  cuda::empty_cache();
+  EXPECT_GT(cuda::memory_stats(0).num_cuda_frees, frees);
+}
+
 TEST(CudaGraph, HostReadsDuringACaptureAreRefusedAndTheStreamStaysUsable) {
   LOCKSTEP_REQUIRE_CUDA();
   Tensor a = on_gpu({1.f, 2.f, 3.f});

@@ -70,7 +70,9 @@ class CUDAGraph {
   /// the graph. CudaError when the device does not exist, when this graph already holds a
   /// capture (reset() first) or when another capture is running on the device's stream.
   void capture_begin(int device);
-  /// Ends the capture (cudaStreamEndCapture) and instantiates the graph (cudaGraphInstantiate).
+  /// Ends the capture (cudaStreamEndCapture) and instantiates the graph (cudaGraphInstantiate with
+  /// cudaGraphInstantiateFlagAutoFreeOnLaunch, as PyTorch: allocations a library made inside the
+  /// capture and left unfreed are freed before the next launch instead of failing it).
   /// CudaError naming the device when CUDA reports the capture invalid (an unsafe call during
   /// it) or instantiation fails; the graph is then reset. CudaError when no capture is running.
   void capture_end();

@@ -284,6 +284,36 @@ TEST(Broadcasting, EqHoldsForEqualInfinities) {
   EXPECT_EQ(I(eq(ia, ib)), (std::vector<std::int64_t>{1, 0, 1}));
 }
 
+// torch.max(x, dim) and torch.argmax propagate NaN with the first NaN's index; max along a
+// dimension kept a NaN only at index 0 (and argmax of the whole tensor, max along dim 0 of the
+// flattened tensor, with it). Values from PyTorch 1.13 for
+//   x = torch.tensor([[1., nan, 3., nan], [2., 2., 1., 0.], [nan, 5., nan, 1.]]):
+//   torch.max(x, 1) -> values [nan, 2, nan], indices [1, 0, 0]
+//   torch.max(x, 0) -> values [nan, nan, nan, nan], indices [2, 0, 2, 0]
+//   torch.argmax(x) -> 1; torch.argmax(x.t().contiguous()) -> 2; argmax(x, 1, keepdim) ->
+//   [[1],[0],[0]]
+TEST(Reductions, MaxAndArgmaxPropagateTheFirstNan) {
+  const double nan = std::nan("");
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = F({1, nan, 3, nan, 2, 2, 1, 0, nan, 5, nan, 1}, {3, 4}).to(dt);
+    auto [v1, i1] = max(x, 1);
+    EXPECT_EQ(I(i1), (std::vector<std::int64_t>{1, 0, 0})) << to_string(dt);
+    EXPECT_TRUE(std::isnan(V(v1)[0]) && V(v1)[1] == 2 && std::isnan(V(v1)[2])) << to_string(dt);
+    auto [v0, i0] = max(x, -2);
+    EXPECT_EQ(I(i0), (std::vector<std::int64_t>{2, 0, 2, 0})) << to_string(dt);
+    for (double v : V(v0)) EXPECT_TRUE(std::isnan(v)) << to_string(dt);
+    EXPECT_EQ(argmax(x).item<std::int64_t>(), 1) << to_string(dt);
+    EXPECT_EQ(argmax(t(x)).item<std::int64_t>(), 2) << to_string(dt);
+    Tensor k = argmax(x, 1, true);
+    EXPECT_EQ(k.shape(), (Shape{3, 1}));
+    EXPECT_EQ(I(k), (std::vector<std::int64_t>{1, 0, 0})) << to_string(dt);
+    // the gradient of max along a dimension goes to the NaN's position
+    Tensor xg = x.detach().requires_grad_();
+    sum(max(xg, 1).first).backward();
+    EXPECT_EQ(V(xg.grad()), (std::vector<double>{0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0}));
+  }
+}
+
 TEST(Reductions, SumMeanMaxArgmaxWithKeepdim) {
   Tensor x = F({1, 5, 3, 4, 2, 6}, {2, 3});
   EXPECT_EQ(sum(x).item(), 21.0);

@@ -217,8 +217,8 @@ LOCKSTEP_HOST_DEVICE inline void softmax_line(const T* x, T* y, std::int64_t bas
 }
 
 /// max(dim) of the line x[base + k·inner], k < R (R ≥ 1), as src/ops/reduce.cpp: starting at
-/// k = 0, a later element wins only when strictly greater (ties: the first index; a NaN never
-/// wins, but a NaN at k = 0 stays).
+/// k = 0, a later element wins when strictly greater (ties: the first index) or when it is the
+/// line's first NaN (NaN propagates with the first NaN's index, as torch.max(x, dim)).
 template <class T>
 LOCKSTEP_HOST_DEVICE inline void max_line(const T* x, std::int64_t base, std::int64_t R,
                                           std::int64_t inner, T& value, std::int64_t& index) {
@@ -226,7 +226,7 @@ LOCKSTEP_HOST_DEVICE inline void max_line(const T* x, std::int64_t base, std::in
   T m = x[base];
   for (std::int64_t k = 1; k < R; ++k) {
     const T v = x[base + k * inner];
-    if (v > m) {
+    if (v > m || (is_nan(v) && !is_nan(m))) {
       m = v;
       best = k;
     }
@@ -236,8 +236,10 @@ LOCKSTEP_HOST_DEVICE inline void max_line(const T* x, std::int64_t base, std::in
 }
 
 /// What the whole-tensor max and argmax need, as a reduction that any partition and merge order
-/// gives the same: the last NaN's index, and the first index of the largest non-NaN value.
+/// gives the same: the first and last NaN's index, and the first index of the largest non-NaN
+/// value.
 struct MaxAcc {
+  std::int64_t nan_first = -1;
   std::int64_t nan_last = -1;
   std::int64_t best = -1;
 };
@@ -247,6 +249,7 @@ LOCKSTEP_HOST_DEVICE inline void max_acc_push(const T* x, MaxAcc& a, std::int64_
   const T v = x[i];
   if (is_nan(v)) {
     if (i > a.nan_last) a.nan_last = i;
+    if (a.nan_first < 0 || i < a.nan_first) a.nan_first = i;
     return;
   }
   if (a.best < 0 || v > x[a.best] || (!(x[a.best] > v) && i < a.best)) a.best = i;
@@ -255,6 +258,7 @@ LOCKSTEP_HOST_DEVICE inline void max_acc_push(const T* x, MaxAcc& a, std::int64_
 template <class T>
 LOCKSTEP_HOST_DEVICE inline void max_acc_merge(const T* x, MaxAcc& a, const MaxAcc& b) {
   if (b.nan_last > a.nan_last) a.nan_last = b.nan_last;
+  if (b.nan_first >= 0 && (a.nan_first < 0 || b.nan_first < a.nan_first)) a.nan_first = b.nan_first;
   if (b.best < 0) return;
   if (a.best < 0 || x[b.best] > x[a.best] || (!(x[a.best] > x[b.best]) && b.best < a.best))
     a.best = b.best;
@@ -263,13 +267,13 @@ LOCKSTEP_HOST_DEVICE inline void max_acc_merge(const T* x, MaxAcc& a, const MaxA
 /// max() of the whole tensor (n ≥ 1) as the CPU's scan `if (v > m || isnan(v)) m = v`: the last
 /// NaN if there is one, else the first largest element.
 inline constexpr int kRuleMax = 0;
-/// argmax() as max(flattened, 0): index 0 when element 0 is NaN, else the first largest non-NaN.
+/// argmax() as max(flattened, 0): the first NaN's index if there is one, else the first largest.
 inline constexpr int kRuleArgmax = 1;
 
 template <class T>
 LOCKSTEP_HOST_DEVICE inline std::int64_t max_acc_index(const T* x, const MaxAcc& a, int rule) {
   if (rule == kRuleMax) return a.nan_last >= 0 ? a.nan_last : a.best;
-  return is_nan(x[0]) || a.best < 0 ? 0 : a.best;
+  return a.nan_first >= 0 ? a.nan_first : a.best < 0 ? 0 : a.best;
 }
 
 }  // namespace lockstep::kernels::shared

@@ -193,16 +193,23 @@ Tensor mul(const Tensor& a, double s) {
 
 Tensor eq(const Tensor& a, const Tensor& b) {
   detail::check_same("eq", a, b);
+  // a == b exactly when a − b == 0, except for equal infinities, whose difference is NaN: those
+  // are told apart by a + b being ±inf (a NaN operand makes both NaN), as torch.eq(inf, inf) is
+  // true. int64 differences are exact (wrapping) and need no sum.
   Tensor diff = binary_forward("eq", BinaryOp::Sub, a.detach(), b.detach());
+  Tensor sum;
+  if (is_floating(a.dtype())) sum = binary_forward("eq", BinaryOp::Add, a.detach(), b.detach());
   if (a.device().is_cuda()) {
     Tensor out = empty(diff.shape(), TensorOptions(kInt64).device(a.device()));
-    cuda_ops::is_zero(diff, out);
+    cuda_ops::is_zero(diff, sum, out);
     return out;
   }
   Tensor out = empty(diff.shape(), kInt64);
   auto* po = out.data_ptr<std::int64_t>();
   auto v = diff.to_vector<double>();
-  for (std::size_t i = 0; i < v.size(); ++i) po[i] = v[i] == 0.0;
+  const auto s = sum.defined() ? sum.to_vector<double>() : std::vector<double>();
+  for (std::size_t i = 0; i < v.size(); ++i)
+    po[i] = v[i] == 0.0 || (!s.empty() && std::isnan(v[i]) && std::isinf(s[i]));
   return out;
 }
 

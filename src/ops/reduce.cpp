@@ -248,7 +248,9 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
         T m = p[o * k.r * k.inner + i];
         for (std::int64_t r = 1; r < k.r; ++r) {
           T v = p[(o * k.r + r) * k.inner + i];
-          if (v > m) {
+          // NaN propagates with its first index, as torch.max(x, dim) (and torch.argmax).
+          if (v > m || (std::is_floating_point_v<T> && std::isnan(static_cast<double>(v)) &&
+                        !std::isnan(static_cast<double>(m)))) {
             m = v;
             best = r;
           }

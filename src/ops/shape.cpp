@@ -83,11 +83,16 @@ Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length)
   int d = detail::wrap_dim("narrow", dim, a.dim());
   std::int64_t n = a.size(d);
   if (start < 0) start += n;
-  if (start < 0 || length < 0 || start + length > n)
-    throw IndexError("narrow: range [" + std::to_string(start) + ", " +
-                     std::to_string(start + length) + ") out of bounds for dimension " +
-                     std::to_string(dim) + " of size " + std::to_string(n) + " (shape " +
-                     a.shape().str() + ")");
+  // start + length is not formed before the check: it can overflow (start near INT64_MAX).
+  if (start < 0 || length < 0 || start > n || length > n - start) {
+    std::int64_t end = 0;
+    const bool overflows = __builtin_add_overflow(start, length, &end);
+    throw IndexError(
+        "narrow: range [" + std::to_string(start) + ", " +
+        (overflows ? std::to_string(start) + " + " + std::to_string(length) : std::to_string(end)) +
+        ") out of bounds for dimension " + std::to_string(dim) + " of size " + std::to_string(n) +
+        " (shape " + a.shape().str() + ")");
+  }
   Shape s = a.shape();
   s[d] = length;
   Tensor out;

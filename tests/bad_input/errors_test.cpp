@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "lockstep/cuda/runtime.h"
 #include "support/helpers.h"
@@ -31,11 +32,16 @@ TEST(BadInput, BroadcastShapeMismatch) {
 TEST(BadInput, ClassIndexOutOfRange) {
   std::vector<std::int64_t> t{0, 1, 3, 2};
   Tensor target = tensor(std::span<const std::int64_t>(t));
-  expect_error<IndexError>([&] { cross_entropy(zeros({4, 3}), target); },
-                           {"row 2", "3", "3 classes"});
+  expect_error<IndexError>(
+      [&] {
+        cross_entropy(zeros({4, 3}), target);
+      },
+      {"row 2", "3", "3 classes"});
   std::vector<std::int64_t> neg{0, -1};
   expect_error<IndexError>(
-      [&] { nn::CrossEntropyLoss()(zeros({2, 3}), tensor(std::span<const std::int64_t>(neg))); },
+      [&] {
+        nn::CrossEntropyLoss()(zeros({2, 3}), tensor(std::span<const std::int64_t>(neg)));
+      },
       {"row 1", "-1"});
   expect_error<ShapeError>([&] { cross_entropy(zeros({3, 3}), target); }, {"[4]", "[3, 3]"});
   expect_error<DTypeError>([&] { cross_entropy(zeros({4, 3}), zeros({4})); }, {"float32"});
@@ -44,7 +50,9 @@ TEST(BadInput, ClassIndexOutOfRange) {
 TEST(BadInput, IndexOutOfRange) {
   std::vector<std::int64_t> idx{0, 5};
   expect_error<IndexError>(
-      [&] { index_select(zeros({3, 2}), 0, tensor(std::span<const std::int64_t>(idx))); },
+      [&] {
+        index_select(zeros({3, 2}), 0, tensor(std::span<const std::int64_t>(idx)));
+      },
       {"5", "size 3"});
   expect_error<IndexError>([] { zeros({3, 2}).narrow(0, 2, 2); }, {"[3, 2]"});
   expect_error<IndexError>([] { sum(zeros({3, 2}), 2); }, {"dimension 2", "2-d"});
@@ -102,8 +110,11 @@ TEST(BadInput, OpsAcrossDevices) {
 
 TEST(BadInput, DTypeMismatch) {
   expect_error<DTypeError>([] { add(zeros({2}), zeros({2}, kFloat64)); }, {"float32", "float64"});
-  expect_error<DTypeError>([] { matmul(zeros({2, 2}), zeros({2, 2}, kFloat64)); },
-                           {"float32", "float64"});
+  expect_error<DTypeError>(
+      [] {
+        matmul(zeros({2, 2}), zeros({2, 2}, kFloat64));
+      },
+      {"float32", "float64"});
   expect_error<DTypeError>([] { exp(arange(3)); }, {"int64", "[3]"});
   expect_error<DTypeError>([] { zeros({2}).data_ptr<double>(); }, {"float32", "float64", "[2]"});
 }
@@ -112,6 +123,25 @@ TEST(BadInput, InvalidValues) {
   expect_error<ValueError>([] { dropout(ones({2}), 1.5, true); }, {"1.5"});
   expect_error<ValueError>([] { tensor_split(ones({2}), 0); }, {"0"});
   expect_error<ValueError>([] { Tensor().numel(); }, {"undefined"});
+}
+
+// A start near INT64_MAX made start + length overflow past the range check: narrow returned a
+// [2, 2] copy read from outside the tensor (along dim 1) and a [INT64_MAX, 3] view of foreign
+// memory (along dim 0). torch.narrow raises for both.
+TEST(BadInput, NarrowRangeWhoseEndOverflowsIsRefused) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  expect_error<IndexError>(
+      [] {
+        narrow(ones({2, 3}), 1, kMax, 2);
+      },
+      {"narrow", "dimension 1 of size 3", "[2, 3]"});
+  expect_error<IndexError>(
+      [] {
+        narrow(ones({2, 3}), 0, 1, kMax);
+      },
+      {"narrow", "dimension 0 of size 2"});
+  expect_error<IndexError>([] { ones({2, 3}).narrow(1, 4, 0); }, {"[4, 4)", "size 3"});
+  EXPECT_EQ(narrow(ones({2, 3}), 1, 3, 0).shape(), (Shape{2, 0}));  // an empty end slice is fine
 }
 
 }  // namespace

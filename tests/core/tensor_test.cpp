@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "lockstep/cuda/runtime.h"
@@ -12,9 +13,7 @@
 namespace lockstep::testing {
 namespace {
 
-Tensor F(std::vector<double> v, Shape s) {
-  return tensor(std::span<const double>(v), s, kFloat32);
-}
+Tensor F(std::vector<double> v, Shape s) { return tensor(std::span<const double>(v), s, kFloat32); }
 std::vector<double> V(const Tensor& t) { return t.to_vector<double>(); }
 std::vector<std::int64_t> I(const Tensor& t) { return t.to_vector<std::int64_t>(); }
 std::vector<std::int64_t> dim0_sizes(const std::vector<Tensor>& ts) {
@@ -260,6 +259,59 @@ TEST(Broadcasting, ShapesAndValues) {
   EXPECT_EQ(add(zeros({2, 1, 4}), zeros({3, 1})).shape(), (Shape{2, 3, 4}));
   EXPECT_THROW(add(zeros({2, 3}), zeros({2})), ShapeError);
   EXPECT_EQ(I(eq(F({1, 2, 3}, {3}), F({1, 0, 3}, {3}))), (std::vector<std::int64_t>{1, 0, 1}));
+}
+
+// torch.eq(inf, inf) and torch.eq(-inf, -inf) are True; eq computed as a − b == 0 alone said 0
+// (inf − inf is NaN). Values from PyTorch 1.13:
+//   torch.eq(torch.tensor([inf, -inf, inf, nan, 0., 1e38]), torch.tensor([inf, -inf, -inf, nan,
+//   -0., 1e38]))
+//   -> [True, True, False, False, True, True]; broadcast [[inf], [1]] vs [inf, 1, -inf]
+//   -> [[True, False, False], [False, True, False]]
+TEST(Broadcasting, EqHoldsForEqualInfinities) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor a = F({inf, -inf, inf, nan, 0.0, 1e38}, {6}).to(dt);
+    Tensor b = F({inf, -inf, -inf, nan, -0.0, 1e38}, {6}).to(dt);
+    EXPECT_EQ(I(eq(a, b)), (std::vector<std::int64_t>{1, 1, 0, 0, 1, 1})) << to_string(dt);
+    EXPECT_EQ(I(eq(F({inf, 1}, {2, 1}).to(dt), F({inf, 1, -inf}, {3}).to(dt))),
+              (std::vector<std::int64_t>{1, 0, 0, 0, 1, 0}))
+        << to_string(dt);
+    EXPECT_EQ(I(eq(F({inf}, {1}).to(dt), F({nan}, {1}).to(dt))), (std::vector<std::int64_t>{0}));
+  }
+  const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  Tensor ia = tensor(std::vector<std::int64_t>{big, -big - 1, 3}),
+         ib = tensor(std::vector<std::int64_t>{big, big, 3});
+  EXPECT_EQ(I(eq(ia, ib)), (std::vector<std::int64_t>{1, 0, 1}));
+}
+
+// torch.max(x, dim) and torch.argmax propagate NaN with the first NaN's index; max along a
+// dimension kept a NaN only at index 0 (and argmax of the whole tensor, max along dim 0 of the
+// flattened tensor, with it). Values from PyTorch 1.13 for
+//   x = torch.tensor([[1., nan, 3., nan], [2., 2., 1., 0.], [nan, 5., nan, 1.]]):
+//   torch.max(x, 1) -> values [nan, 2, nan], indices [1, 0, 0]
+//   torch.max(x, 0) -> values [nan, nan, nan, nan], indices [2, 0, 2, 0]
+//   torch.argmax(x) -> 1; torch.argmax(x.t().contiguous()) -> 2; argmax(x, 1, keepdim) ->
+//   [[1],[0],[0]]
+TEST(Reductions, MaxAndArgmaxPropagateTheFirstNan) {
+  const double nan = std::nan("");
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = F({1, nan, 3, nan, 2, 2, 1, 0, nan, 5, nan, 1}, {3, 4}).to(dt);
+    auto [v1, i1] = max(x, 1);
+    EXPECT_EQ(I(i1), (std::vector<std::int64_t>{1, 0, 0})) << to_string(dt);
+    EXPECT_TRUE(std::isnan(V(v1)[0]) && V(v1)[1] == 2 && std::isnan(V(v1)[2])) << to_string(dt);
+    auto [v0, i0] = max(x, -2);
+    EXPECT_EQ(I(i0), (std::vector<std::int64_t>{2, 0, 2, 0})) << to_string(dt);
+    for (double v : V(v0)) EXPECT_TRUE(std::isnan(v)) << to_string(dt);
+    EXPECT_EQ(argmax(x).item<std::int64_t>(), 1) << to_string(dt);
+    EXPECT_EQ(argmax(t(x)).item<std::int64_t>(), 2) << to_string(dt);
+    Tensor k = argmax(x, 1, true);
+    EXPECT_EQ(k.shape(), (Shape{3, 1}));
+    EXPECT_EQ(I(k), (std::vector<std::int64_t>{1, 0, 0})) << to_string(dt);
+    // the gradient of max along a dimension goes to the NaN's position
+    Tensor xg = x.detach().requires_grad_();
+    sum(max(xg, 1).first).backward();
+    EXPECT_EQ(V(xg.grad()), (std::vector<double>{0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0}));
+  }
 }
 
 TEST(Reductions, SumMeanMaxArgmaxWithKeepdim) {

@@ -65,11 +65,14 @@ Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int dim, bool keepdim = false);
 /// Largest element (0-d). Throws ShapeError on an empty tensor.
 Tensor max(const Tensor& a);
-/// (values, indices) of the maxima along `dim` (first index on ties), as torch.max(a, dim).
+/// (values, indices) of the maxima along `dim` (first index on ties; a NaN is the maximum, at
+/// its first index), as torch.max(a, dim).
 std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim = false);
-/// Index of the largest element along `dim` (int64, first on ties).
+/// Index of the largest element along `dim` (int64, first on ties; the first NaN if any), as
+/// torch.argmax.
 Tensor argmax(const Tensor& a, int dim, bool keepdim = false);
-/// Index of the largest element of the flattened tensor (0-d int64).
+/// Index of the largest element of the flattened tensor (0-d int64; first on ties, the first NaN
+/// if any), as torch.argmax.
 Tensor argmax(const Tensor& a);
 /// log(softmax(x)) along dim 1 of a [N, C] tensor, computed stably (max subtracted).
 Tensor log_softmax(const Tensor& x, int dim = 1);

@@ -316,9 +316,10 @@ template <class T>
 void math_backward(Math op, const T* g, const T* saved, T* gi, std::int64_t n, double param,
                    Exec exec);
 
-/// out[i] = 1 if d[i] == 0 else 0 (int64), i < n: eq as the CPU computes it, from a − b.
+/// out[i] = 1 if d[i] == 0, or d[i] is NaN and s[i] (s not null) is ±inf, else 0 (int64),
+/// i < n: eq as the CPU computes it, from d = a − b and s = a + b (null for int64).
 template <class T>
-void is_zero(const T* d, std::int64_t* out, std::int64_t n, Exec exec);
+void is_zero(const T* d, const T* s, std::int64_t* out, std::int64_t n, Exec exec);
 
 /// out[i] = a[off0(i)] op b[off1(i)] for i < n = the iteration space's size (broadcasting; `it`
 /// from broadcast_iter); float, double and int64 (Add, Sub, Mul; Div for floats). Each

@@ -513,10 +513,11 @@ void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor
   });
 }
 
-void is_zero(const Tensor& d, const Tensor& out) {
+void is_zero(const Tensor& d, const Tensor& s, const Tensor& out) {
   visit_all(d.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kc::is_zero<T>(ptr<T>(d), ptr<std::int64_t>(out), d.numel(), exec_of(d));
+    kc::is_zero<T>(ptr<T>(d), s.defined() ? ptr<T>(s) : nullptr, ptr<std::int64_t>(out), d.numel(),
+                   exec_of(d));
   });
 }
 

@@ -11,17 +11,7 @@ namespace {
 template <class T>
 __device__ inline T apply(Binary op, T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case Binary::Add:
-        return detail::add_rn(a, b);
-      case Binary::Sub:
-        return detail::sub_rn(a, b);
-      case Binary::Mul:
-        return detail::mul_rn(a, b);
-      case Binary::Div:
-        return detail::div_rn(a, b);
-    }
-    return a;
+    return detail::binary_rn(op, a, b);
   } else {
     // int64 wraps around as two's complement (the CPU's add/sub/mul); the op layer never asks
     // for an int64 division (div requires a float tensor).

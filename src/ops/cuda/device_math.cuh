@@ -21,6 +21,23 @@ __device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
 __device__ inline float sqrt_rn(float a) { return __fsqrt_rn(a); }
 __device__ inline double sqrt_rn(double a) { return __dsqrt_rn(a); }
 
+/// a op b for a floating T, each op rounded to nearest (the CPU loop's binary ops). Op is
+/// kernels::cuda::Binary (a template parameter: kernels.h is not included here).
+template <class Op, class T>
+__device__ inline T binary_rn(Op op, T a, T b) {
+  switch (op) {
+    case Op::Add:
+      return add_rn(a, b);
+    case Op::Sub:
+      return sub_rn(a, b);
+    case Op::Mul:
+      return mul_rn(a, b);
+    case Op::Div:
+      return div_rn(a, b);
+  }
+  return a;
+}
+
 constexpr int kThreads = 256;
 
 /// Blocks for a grid-stride loop over n items (the grid is capped; every item is still visited).

@@ -48,26 +48,11 @@ __global__ void relu_backward_kernel(const T* g, const T* y, T* gi, std::int64_t
 }
 
 template <class T>
-__device__ inline T apply_binary(Binary op, T a, T b) {
-  switch (op) {
-    case Binary::Add:
-      return detail::add_rn(a, b);
-    case Binary::Sub:
-      return detail::sub_rn(a, b);
-    case Binary::Mul:
-      return detail::mul_rn(a, b);
-    case Binary::Div:
-      return detail::div_rn(a, b);
-  }
-  return a;
-}
-
-template <class T>
 __global__ void binary_kernel(Binary op, const T* a, std::int64_t sa, const T* b, std::int64_t sb,
                               T* out, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x)
-    out[i] = apply_binary(op, a[i * sa], b[i * sb]);
+    out[i] = detail::binary_rn(op, a[i * sa], b[i * sb]);
 }
 
 template <class T>

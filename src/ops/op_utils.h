@@ -79,4 +79,17 @@ void round_to_bfloat16_into(const Tensor& src, const Tensor& dst);
 Tensor round_to_bfloat16(const Tensor& t);
 void round_to_bfloat16_(const Tensor& t);
 
+/// A shape seen around dimension d (0 <= d < s.size()): `outer` is the product of the sizes
+/// before d, `r` the size of d, `inner` the product of the sizes after it, i.e. the contiguous
+/// [outer, r, inner] view every op along a dimension (reductions, softmax, cat, narrow, the CUDA
+/// kernels' lines) works on.
+struct DimSplit {
+  std::int64_t outer = 1, r = 1, inner = 1;
+};
+inline DimSplit split_at_dim(const Shape& s, int d) {
+  DimSplit out;
+  for (int i = 0; i < s.size(); ++i) (i < d ? out.outer : i == d ? out.r : out.inner) *= s[i];
+  return out;
+}
+
 }  // namespace lockstep::detail

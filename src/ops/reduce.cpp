@@ -14,23 +14,6 @@ using autograd::record;
 
 namespace {
 
-struct Dims {
-  std::int64_t outer = 1, r = 1, inner = 1;
-};
-
-Dims split_at(const Shape& s, int d) {
-  Dims out;
-  for (int i = 0; i < s.size(); ++i) {
-    if (i < d)
-      out.outer *= s[i];
-    else if (i == d)
-      out.r = s[i];
-    else
-      out.inner *= s[i];
-  }
-  return out;
-}
-
 Shape reduced_shape(const Shape& s, int d, bool keepdim) {
   Shape out;
   for (int i = 0; i < s.size(); ++i) {
@@ -61,7 +44,7 @@ Shape keep_shape(const Shape& s, int d) {
 
 // g (shape with `dim` reduced, any keepdim) expanded back along `dim` to `shape`, times `scale`.
 Tensor expand_along(const Tensor& g, const Shape& shape, int d, double scale) {
-  Dims k = split_at(shape, d);
+  detail::DimSplit k = detail::split_at_dim(shape, d);
   Tensor out = empty(shape, g.options());
   if (g.device().is_cuda()) {
     // g viewed with size 1 at d, broadcast along d and times T(scale): the CPU's g · T(scale).
@@ -112,7 +95,7 @@ Tensor sum(const Tensor& a) {
 Tensor sum(const Tensor& a, int dim, bool keepdim) {
   detail::check_defined("sum", a);
   int d = detail::wrap_dim("sum", dim, a.dim());
-  Dims k = split_at(a.shape(), d);
+  detail::DimSplit k = detail::split_at_dim(a.shape(), d);
   Tensor out = empty(reduced_shape(a.shape(), d, keepdim), a.options());
   if (a.device().is_cuda())
     cuda_ops::sum_to(a, detail::alias(out, out.impl().offset, keep_shape(a.shape(), d)));
@@ -223,7 +206,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
   if (a.size(d) == 0)
     throw ShapeError("max: cannot reduce over an empty dimension " + std::to_string(dim) + " of " +
                      a.shape().str());
-  Dims k = split_at(a.shape(), d);
+  detail::DimSplit k = detail::split_at_dim(a.shape(), d);
   Shape rs = reduced_shape(a.shape(), d, keepdim);
   Tensor values = empty(rs, a.options()),
          indices = empty(rs, TensorOptions(kInt64).device(a.device()));
@@ -261,7 +244,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int dim, bool keepdim) {
   });
   if (needs_grad({&a}))
     record("MaxDimBackward", values, {&a}, [s = a.shape(), d, indices](const Tensor& g) {
-      Dims k = split_at(s, d);
+      detail::DimSplit k = detail::split_at_dim(s, d);
       Tensor ga = zeros(s, g.options());
       const auto* pi = indices.data_ptr<std::int64_t>();
       detail::visit_float(g.dtype(), [&](auto zero) {
@@ -299,7 +282,7 @@ Tensor argmax(const Tensor& a) {
 namespace {
 // log_softmax (log = true) or softmax along d.
 Tensor softmax_impl(const Tensor& x, int d, bool log) {
-  Dims k = split_at(x.shape(), d);
+  detail::DimSplit k = detail::split_at_dim(x.shape(), d);
   Tensor out = empty(x.shape(), x.options());
   if (x.device().is_cuda()) {
     cuda_ops::softmax(x, d, log, out);  // the same line loop (src/ops/device_ops.h)

@@ -23,19 +23,10 @@ Tensor alias(const Tensor& base, std::int64_t offset, const Shape& shape) {
 
 namespace {
 
-struct Blocks {
-  std::int64_t outer = 1, r = 1, inner = 1;
-};
-Blocks blocks(const Shape& s, int d) {
-  Blocks b;
-  for (int i = 0; i < s.size(); ++i) (i < d ? b.outer : i == d ? b.r : b.inner) *= s[i];
-  return b;
-}
-
 // Copies rows [start, start+len) along d of src into dst (shaped like src with len at d).
 void copy_slice(const Tensor& src, int d, std::int64_t start, std::int64_t len, Tensor& dst,
                 std::int64_t dst_start, std::int64_t dst_r) {
-  Blocks b = blocks(src.shape(), d);
+  detail::DimSplit b = detail::split_at_dim(src.shape(), d);
   std::size_t es = element_size(src.dtype());
   const char* ps = static_cast<const char*>(src.raw_data());
   char* pd = static_cast<char*>(dst.raw_data());
@@ -157,7 +148,7 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
                return std::vector<Tensor>{ga};
              }
              Tensor ga = zeros(src, g.options());
-             Blocks b = blocks(src, d);
+             detail::DimSplit b = detail::split_at_dim(src, d);
              std::int64_t k = index.numel();
              const auto* pi = index.data_ptr<std::int64_t>();
              detail::visit_float(g.dtype(), [&](auto zero) {

@@ -148,15 +148,6 @@ TEST(DeviceOps, ElementwiseBodiesEqualTheCpuOpsBitForBit) {
 
 // ---- along a dimension -------------------------------------------------------------------------
 
-struct Lines {
-  std::int64_t outer = 1, r = 1, inner = 1;
-};
-Lines lines_of(const Shape& s, int d) {
-  Lines l;
-  for (int i = 0; i < s.size(); ++i) (i < d ? l.outer : i == d ? l.r : l.inner) *= s[i];
-  return l;
-}
-
 std::vector<Shape> along_shapes() {
   return {Shape{3, 5, 4}, Shape{1, 7}, Shape{6, 1}, Shape{2, 0, 3}, Shape{9}, Shape{2, 3, 1, 5}};
 }
@@ -187,7 +178,7 @@ TEST(DeviceOps, SoftmaxLineEqualsTheCpuOpBitForBit) {
           for (bool lg : {false, true}) {
             Tensor want = lg ? log_softmax(x, d) : softmax(x, d);
             Tensor got = empty(s, x.options());
-            const Lines l = lines_of(s, d);
+            const detail::DimSplit l = detail::split_at_dim(s, d);
             detail::visit_float(dt, [&](auto zero) {
               using T = decltype(zero);
               for (std::int64_t line = 0; line < l.outer * l.inner; ++line)  // the kernel's loop
@@ -208,7 +199,7 @@ TEST(DeviceOps, MaxLineAndItsBackwardEqualTheCpuMaxAlongADimension) {
         auto [values, indices] = max(x, d);
         Tensor g = randn(values.shape(), dt);
         values.backward(g);
-        const Lines l = lines_of(s, d);
+        const detail::DimSplit l = detail::split_at_dim(s, d);
         Tensor gi = zeros(s, dt);
         detail::visit_float(dt, [&](auto zero) {
           using T = decltype(zero);
@@ -241,7 +232,7 @@ TEST(DeviceOps, IndexSelectBodiesEqualTheCpuOpForwardAndBackward) {
         Tensor y = index_select(x, d, index);
         Tensor g = randn(y.shape(), dt, &gen);
         y.backward(g);
-        const Lines l = lines_of(s, d);
+        const detail::DimSplit l = detail::split_at_dim(s, d);
         const std::int64_t k = index.numel();
         const auto* pi = index.data_ptr<std::int64_t>();
         Tensor got = empty(y.shape(), dt), gi = empty(s, dt);

@@ -457,15 +457,6 @@ int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tens
 
 namespace {
 
-struct Lines {
-  std::int64_t outer = 1, r = 1, inner = 1;
-};
-Lines lines_of(const Shape& s, int d) {
-  Lines l;
-  for (int i = 0; i < s.size(); ++i) (i < d ? l.outer : i == d ? l.r : l.inner) *= s[i];
-  return l;
-}
-
 kc::Math to_cuda(MathOp op) {
   switch (op) {
     case MathOp::Exp:
@@ -540,7 +531,7 @@ void sum_to(const Tensor& in, const Tensor& out) {
 }
 
 void softmax(const Tensor& x, int d, bool log, const Tensor& y) {
-  const Lines l = lines_of(x.shape(), d);
+  const detail::DimSplit l = detail::split_at_dim(x.shape(), d);
   detail::visit_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kc::softmax_lines<T>(ptr<T>(x), ptr<T>(y), l.outer, l.r, l.inner, log, exec_of(x));
@@ -548,7 +539,7 @@ void softmax(const Tensor& x, int d, bool log, const Tensor& y) {
 }
 
 void max_dim(const Tensor& x, int d, const Tensor& values, const Tensor& indices) {
-  const Lines l = lines_of(x.shape(), d);
+  const detail::DimSplit l = detail::split_at_dim(x.shape(), d);
   visit_all(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kc::max_dim<T>(ptr<T>(x), ptr<T>(values), ptr<std::int64_t>(indices), l.outer, l.r, l.inner,
@@ -557,7 +548,7 @@ void max_dim(const Tensor& x, int d, const Tensor& values, const Tensor& indices
 }
 
 void max_dim_backward(const Tensor& g, const Tensor& indices, int d, const Tensor& gi) {
-  const Lines l = lines_of(gi.shape(), d);
+  const detail::DimSplit l = detail::split_at_dim(gi.shape(), d);
   detail::visit_float(gi.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kc::max_dim_backward<T>(ptr<T>(g), ptr<std::int64_t>(indices), ptr<T>(gi), l.outer, l.r,
@@ -609,13 +600,13 @@ void slice_in(const Tensor& slice, int d, std::int64_t start, const Tensor& full
 
 void index_select(const Tensor& a, int d, const Tensor& index, const Tensor& out) {
   if (out.numel() == 0) return;
-  const Lines l = lines_of(a.shape(), d);
+  const detail::DimSplit l = detail::split_at_dim(a.shape(), d);
   kc::index_select(element_size(a.dtype()), a.device_raw_data(), ptr<std::int64_t>(index),
                    out.device_raw_data(), l.outer, l.r, index.numel(), l.inner, exec_of(a));
 }
 
 void index_select_backward(const Tensor& g, int d, const Tensor& index, const Tensor& gi) {
-  const Lines l = lines_of(gi.shape(), d);
+  const detail::DimSplit l = detail::split_at_dim(gi.shape(), d);
   detail::visit_float(gi.dtype(), [&](auto zero) {
     using T = decltype(zero);
     kc::index_select_backward<T>(ptr<T>(g), ptr<std::int64_t>(index), ptr<T>(gi), l.outer, l.r,

@@ -11,6 +11,7 @@
 #include "lockstep/autograd/node.h"
 #include "lockstep/core/pool.h"
 #include "lockstep/ops/ops.h"
+#include "core/wrapping.h"
 #include "ops/cuda_ops.h"
 #include "ops/op_utils.h"
 
@@ -311,7 +312,11 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   auto go = [&](auto* p, const auto* q) {
     using T = std::remove_pointer_t<decltype(p)>;
     T a = static_cast<T>(alpha);
-    if (bcast) {
+    if constexpr (std::is_integral_v<T>) {  // int64 wraps on overflow, as PyTorch
+      for (std::int64_t i = 0; i < n; ++i)
+        p[i] = detail::wrapping_add(
+            p[i], alpha == 1.0 ? q[bcast ? 0 : i] : detail::wrapping_mul(a, q[bcast ? 0 : i]));
+    } else if (bcast) {
       T v = a * q[0];
       for (std::int64_t i = 0; i < n; ++i) p[i] += v;
     } else if (alpha == 1.0) {
@@ -352,7 +357,7 @@ Tensor& Tensor::mul_(double value) {
   auto go = [&](auto* p) {
     using T = std::remove_pointer_t<decltype(p)>;
     T v = static_cast<T>(value);
-    for (std::int64_t i = 0; i < n; ++i) p[i] *= v;
+    for (std::int64_t i = 0; i < n; ++i) p[i] = detail::wrapping_mul(p[i], v);  // int64 wraps
   };
   switch (dtype()) {
     case DType::Float32:

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "core/wrapping.h"
 #include "optim/update_rules.h"
 
 namespace lockstep::kernels::shared {
@@ -73,7 +74,7 @@ LOCKSTEP_HOST_DEVICE inline Acc reduce_sum_one(const T* in, const ReducePlan& p,
   std::int64_t off = 0;
   Acc acc = 0;
   for (std::int64_t j = 0; j < p.reduced_count; ++j) {
-    acc += static_cast<Acc>(in[base + off]);
+    acc = ::lockstep::detail::wrapping_add(acc, static_cast<Acc>(in[base + off]));  // int64 wraps
     for (int d = it.nd - 1; d >= 0; --d) {  // odometer step to j + 1
       off += it.strides[0][d];
       if (++idx[d] < it.sizes[d]) break;

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/wrapping.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
@@ -238,7 +239,7 @@ Tensor neg(const Tensor& a) {
       cuda_ops::binary_broadcast(BinaryOp::Sub, zeros(Shape{}, a.options()), a, out);
   } else {
     auto go = [&](auto* po, const auto* pa) {
-      for (std::int64_t i = 0; i < n; ++i) po[i] = -pa[i];
+      for (std::int64_t i = 0; i < n; ++i) po[i] = detail::wrapping_neg(pa[i]);
     };
     switch (a.dtype()) {
       case DType::Float32:

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/wrapping.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
@@ -82,7 +83,7 @@ Tensor sum(const Tensor& a) {
       using T = decltype(zero);
       Acc<T> acc = 0;
       const T* p = a.data_ptr<T>();
-      for (std::int64_t i = 0; i < n; ++i) acc += p[i];
+      for (std::int64_t i = 0; i < n; ++i) acc = detail::wrapping_add<Acc<T>>(acc, p[i]);
       *out.data_ptr<T>() = static_cast<T>(acc);
     });
   if (needs_grad({&a}))
@@ -108,7 +109,8 @@ Tensor sum(const Tensor& a, int dim, bool keepdim) {
       for (std::int64_t o = 0; o < k.outer; ++o) {
         std::fill(acc.begin(), acc.end(), Acc<T>(0));
         for (std::int64_t r = 0; r < k.r; ++r)
-          for (std::int64_t i = 0; i < k.inner; ++i) acc[i] += p[(o * k.r + r) * k.inner + i];
+          for (std::int64_t i = 0; i < k.inner; ++i) 
+            acc[i] = detail::wrapping_add<Acc<T>>(acc[i], p[(o * k.r + r) * k.inner + i]);
         for (std::int64_t i = 0; i < k.inner; ++i) po[o * k.inner + i] = static_cast<T>(acc[i]);
       }
     });

@@ -284,6 +284,33 @@ TEST(Broadcasting, EqHoldsForEqualInfinities) {
   EXPECT_EQ(I(eq(ia, ib)), (std::vector<std::int64_t>{1, 0, 1}));
 }
 
+// int64 arithmetic wraps modulo 2^64 as PyTorch's does (torch.tensor([2**63 - 1]) + 1 ==
+// -2**63); it was C++ signed overflow, undefined behaviour that UBSan reported in eq's int64
+// difference. Expected values: Python integers reduced modulo 2^64 into [-2^63, 2^63).
+TEST(Int64Arithmetic, OverflowWrapsAsTwosComplement) {
+  const std::int64_t M = std::numeric_limits<std::int64_t>::max(), m = -M - 1;
+  using V = std::vector<std::int64_t>;
+  const Tensor a = tensor(V{M, m, 3}), b = tensor(V{1, -1, M});
+  EXPECT_EQ(I(add(a, b)), (V{m, M, -9223372036854775806}));
+  EXPECT_EQ(I(sub(a, b)), (V{9223372036854775806, -9223372036854775807, -9223372036854775804}));
+  EXPECT_EQ(I(mul(a, b)), (V{M, m, 9223372036854775805}));
+  EXPECT_EQ(I(neg(a)), (V{-9223372036854775807, m, -3}));
+  EXPECT_EQ(I(sum(a)), (V{2}));
+  EXPECT_EQ(I(sum(tensor(V{M, 1, 1, M}).reshape({2, 2}), 0)), (V{m, m}));
+  EXPECT_EQ(I(add(tensor(V{M, M}).reshape({2, 1}), tensor(V{1, 2, 3}))),  // broadcasting kernel
+            (V{m, m + 1, m + 2, m, m + 1, m + 2}));
+  Tensor c = a.clone();
+  c.add_(b);
+  EXPECT_EQ(I(c), (V{m, M, -9223372036854775806}));
+  c = a.clone();
+  c.add_(b, 3.0);
+  EXPECT_EQ(I(c), (V{-9223372036854775806, 9223372036854775805, m}));
+  c = a.clone();
+  c.mul_(2.0);
+  EXPECT_EQ(I(c), (V{-2, 0, 6}));
+  EXPECT_EQ(I(eq(a, b)), (V{0, 0, 0}));  // M − 1 ≠ 0 and m − (−1) ≠ 0, not an overflow
+}
+
 // torch.max(x, dim) and torch.argmax propagate NaN with the first NaN's index; max along a
 // dimension kept a NaN only at index 0 (and argmax of the whole tensor, max along dim 0 of the
 // flattened tensor, with it). Values from PyTorch 1.13 for

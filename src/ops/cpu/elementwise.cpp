@@ -1,6 +1,7 @@
 // Fast elementwise kernels: contiguous loops the compiler vectorises for the shapes training
 // produces (same shape, scalar operand, a trailing-dimension row such as a bias). Anything else
 // falls back to the reference broadcasting kernel.
+#include "core/wrapping.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels::cpu {
@@ -27,11 +28,11 @@ void dispatch_op(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int6
                  std::int64_t n) {
   switch (op) {
     case BinaryOp::Add:
-      return run(a, sa, b, sb, o, n, [](T x, T y) { return x + y; });
+      return run(a, sa, b, sb, o, n, [](T x, T y) { return ::lockstep::detail::wrapping_add(x, y); });
     case BinaryOp::Sub:
-      return run(a, sa, b, sb, o, n, [](T x, T y) { return x - y; });
+      return run(a, sa, b, sb, o, n, [](T x, T y) { return ::lockstep::detail::wrapping_sub(x, y); });
     case BinaryOp::Mul:
-      return run(a, sa, b, sb, o, n, [](T x, T y) { return x * y; });
+      return run(a, sa, b, sb, o, n, [](T x, T y) { return ::lockstep::detail::wrapping_mul(x, y); });
     case BinaryOp::Div:
       return run(a, sa, b, sb, o, n, [](T x, T y) { return x / y; });
   }

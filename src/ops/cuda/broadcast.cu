@@ -2,6 +2,7 @@
 // linear index through the host-planned StridedIter (src/ops/strided_plan.h).
 #include <type_traits>
 
+#include "core/wrapping.h"
 #include "ops/cuda/launch.cuh"
 
 namespace lockstep::kernels::cuda {
@@ -15,14 +16,13 @@ __device__ inline T apply(Binary op, T a, T b) {
   } else {
     // int64 wraps around as two's complement (the CPU's add/sub/mul); the op layer never asks
     // for an int64 division (div requires a float tensor).
-    using U = unsigned long long;
     switch (op) {
       case Binary::Add:
-        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+        return ::lockstep::detail::wrapping_add(a, b);
       case Binary::Sub:
-        return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+        return ::lockstep::detail::wrapping_sub(a, b);
       case Binary::Mul:
-        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+        return ::lockstep::detail::wrapping_mul(a, b);
       case Binary::Div:
         return b == 0 ? T(0) : a / b;
     }

@@ -2,6 +2,7 @@
 // multi-index. Slow and obviously right; the oracle for the fast paths in cpu/elementwise.cpp.
 #include <array>
 
+#include "core/wrapping.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels::ref {
@@ -24,11 +25,11 @@ template <class T>
 T apply(BinaryOp op, T x, T y) {
   switch (op) {
     case BinaryOp::Add:
-      return x + y;
+      return ::lockstep::detail::wrapping_add(x, y);  // int64 wraps, as PyTorch
     case BinaryOp::Sub:
-      return x - y;
+      return ::lockstep::detail::wrapping_sub(x, y);
     case BinaryOp::Mul:
-      return x * y;
+      return ::lockstep::detail::wrapping_mul(x, y);
     case BinaryOp::Div:
       return x / y;
   }

@@ -1,11 +1,13 @@
 // `lockstep eval` (see eval.h).
 #include "eval.h"
 
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 
 #include "data_source.h"
 #include "evaluate.h"
+#include "exit_status.h"
 #include "lockstep/lockstep.h"
 #include "model_spec.h"
 #include "weights.h"
@@ -40,6 +42,15 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
   if (all || !data.has_validation()) all_rows(data, x, y);
   const EvalResult r = evaluate_across_ranks(
       dist, [&model](const Tensor& in) { return model->forward(in); }, x, y);
+  // Finite weights can still overflow the logits (weights near float32's max): PyTorch prints a
+  // NaN loss; the CLI reports it as training does, with status 3, and prints no result line. The
+  // loss is the sum over every rank, so every rank takes the same decision.
+  if (!std::isfinite(r.loss))
+    throw NonFiniteLossError("evaluation loss is " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") +
+                             " for --weights " + options.weights + " on " +
+                             std::to_string(r.samples) +
+                             " samples: the model's outputs overflow (weights too large for "
+                             "float32?)");
   if (!dist.prints) return;
   char buf[128];
   std::snprintf(buf, sizeof buf, "loss %.6f accuracy %.6f samples %lld", r.loss, r.accuracy,

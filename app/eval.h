@@ -11,7 +11,9 @@ namespace lockstep::app {
 
 /// Loads the data and the model (options.model, default as for training), loads
 /// options.weights into it strictly, and writes `loss X accuracy Y` (6 decimals) to `out`.
-/// Throws what load_data(), check_mlp_fits() and load_weights() throw.
+/// Throws what load_data(), check_mlp_fits() and load_weights() throw, and NonFiniteLossError
+/// (exit status 3, nothing written to `out`) when the loss is NaN or Inf: finite weights whose
+/// outputs overflow float32.
 void run_eval(const EvalOptions& options, std::ostream& out);
 
 }  // namespace lockstep::app

@@ -6,7 +6,7 @@
 //   2    usage or data error: unknown flag or command, bad flag value, unreadable or malformed
 //        file, model that does not fit the data, --init/--weights that do not fit the model,
 //        unknown device (IoError, DataError, ValueError, StateDictError, DeviceError)
-//   3    training stopped on a NaN/Inf loss (NonFiniteLossError)
+//   3    training stopped on a NaN/Inf loss, or eval's loss is NaN/Inf (NonFiniteLossError)
 //   4    distributed failure: a collective failed or timed out (a rank died, hung or was
 //        stopped; DistError, TimeoutError)
 //   130  interrupted by SIGINT, 143 by SIGTERM (128 + signal number)

@@ -135,6 +135,26 @@ TEST(CliFiles, NonFiniteWeightsAreRefused) {
   ok({"eval", "--weights", dir / "w"});  // the file it came from still loads
 }
 
+// Finite weights whose logits overflow float32 (3e38 everywhere in the last layer) printed
+// `loss -nan` and exited 0 (found by the breaker); PyTorch's loss is NaN too, so eval now stops
+// with status 3 as training does on a NaN loss, names the file, and prints no result line.
+TEST(CliFiles, EvalOfWeightsWhoseOutputsOverflowExitsWithStatus3) {
+  TempDir dir;
+  ok({"train", "--epochs", "1", "--save", dir / "w"});
+  StateDict state;
+  for (const auto& [name, t] : safetensors::to_state_dict(safetensors::load_file(dir / "w"))) {
+    Tensor c = t.clone();
+    if (name == "2.weight") c.fill_(3e38);
+    state.insert(name, c);
+  }
+  safetensors::save_state_dict(state, dir / "huge");
+  RunResult r = lockstep({"eval", "--weights", dir / "huge"});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.out, "");
+  for (const std::string& part : {std::string("evaluation loss is NaN"), dir / "huge"})
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << "\n" << r.err;
+}
+
 /// Trains `args` for `total` epochs in one go, and again as `first` epochs + --resume up to
 /// `total`; expects bit-identical --save files, 4 metrics lines and checkpoints for every epoch.
 void expect_resume_is_bit_identical(const std::vector<std::string>& args, int first, int total) {

@@ -35,6 +35,23 @@ std::int64_t Tensor::size_wrapped(int d) const {
   return shape()[detail::wrap_dim("size", d, dim())];
 }
 
+namespace {
+
+// In-place ops cannot change the dtype: an int64 tensor and a scalar that no int64 holds (1.5,
+// 1e30, NaN) would need a float result, which PyTorch refuses too ("result type Float can't be
+// cast to the desired output type Long"; for add_'s alpha: "For integral input tensors, argument
+// alpha must not be a floating point number").
+void check_integral_scalar(const Tensor& t, double s, const char* op, const char* name) {
+  if (t.dtype() == kInt64 && !(std::trunc(s) == s && s >= -0x1p63 && s < 0x1p63)) {
+    std::ostringstream msg;
+    msg << op << ": " << name << " " << s << " is not an integer in int64's range; an int64 tensor "
+        << t.shape().str() << " cannot hold the float result in place (use .to(kFloat32) first)";
+    throw DTypeError(msg.str());
+  }
+}
+
+}  // namespace
+
 void Tensor::throw_undefined() { throw ValueError("operation on an undefined tensor"); }
 
 void Tensor::check_dtype(DType want, const char* what) const {
@@ -286,6 +303,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   detail::check_same("add_", *this, other);
   if (other.numel() != numel() && other.numel() != 1)
     throw ShapeError("add_: cannot add " + other.shape().str() + " into " + shape().str());
+  check_integral_scalar(*this, alpha, "add_", "alpha");
   if (!device().is_cpu()) {
     if (dtype() == kInt64) {
       // As the CPU loop: self[i] + T(alpha)·other[i] (other[i] alone when alpha == 1), wrapping;
@@ -341,6 +359,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 
 Tensor& Tensor::mul_(double value) {
   check_inplace(*this, "mul_");
+  check_integral_scalar(*this, value, "mul_", "value");
   if (!device().is_cpu()) {
     if (dtype() == kInt64) {  // self[i]·T(value), wrapping, as the CPU loop
       Tensor product = empty(shape(), options());

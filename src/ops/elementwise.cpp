@@ -175,8 +175,20 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+namespace {
+
+// An integer tensor with a scalar that no int64 holds: PyTorch's result_type is the default float
+// dtype (float32), never a truncated scalar (and a double outside int64's range may not even be
+// converted to it in C++).
+bool promotes_to_float(const Tensor& a, double s) {
+  return a.dtype() == kInt64 && !(std::trunc(s) == s && s >= -0x1p63 && s < 0x1p63);
+}
+
+}  // namespace
+
 Tensor add(const Tensor& a, double s) {
   detail::check_defined("add", a);
+  if (promotes_to_float(a, s)) return add(a.to(kFloat32), s);
   Tensor out = binary_forward("add", BinaryOp::Add, a, scalar_tensor(s, a.options()));
   if (needs_grad({&a}))
     record("AddScalarBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
@@ -185,6 +197,7 @@ Tensor add(const Tensor& a, double s) {
 
 Tensor mul(const Tensor& a, double s) {
   detail::check_defined("mul", a);
+  if (promotes_to_float(a, s)) return mul(a.to(kFloat32), s);
   Tensor out = binary_forward("mul", BinaryOp::Mul, a, scalar_tensor(s, a.options()));
   if (needs_grad({&a}))
     record("MulScalarBackward", out, {&a},

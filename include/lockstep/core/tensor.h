@@ -181,7 +181,9 @@ class Tensor {
   void set_data(const Tensor& other);
   /// In-place ops. Throw AutogradError on a leaf requiring grad while grad mode is on. All work
   /// on cuda:k tensors; copy_ also copies between devices (src converted to this dtype first),
-  /// add_ needs `other` on this tensor's device (DeviceError otherwise).
+  /// add_ needs `other` on this tensor's device (DeviceError otherwise). On an int64 tensor
+  /// add_'s alpha and mul_'s value must be integers in int64's range (DTypeError otherwise, as
+  /// PyTorch refuses a float result in place); the arithmetic wraps on overflow.
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }

@@ -20,6 +20,12 @@ Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 /// Float dtypes only.
 Tensor div(const Tensor& a, const Tensor& b);
+/// a + s and a · s elementwise for a scalar s, in a's dtype and on a's device. An int64 tensor
+/// with an s that is not an integer in int64's range (1.5, 1e30, NaN) gives a float32 result,
+/// as PyTorch's type promotion does for an integer tensor and a float scalar (torch.tensor([1]) +
+/// 1.5 is tensor([2.5])); with an integral s it stays int64 and wraps on overflow, as PyTorch's
+/// integer scalars (LibTorch's `t + 2`). So `int64 / 2` (a · 0.5) is float32, as torch's true
+/// division.
 Tensor add(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
 /// a^p elementwise for a scalar exponent (float dtypes).

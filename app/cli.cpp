@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <system_error>
@@ -411,6 +412,18 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// How the OpenBLAS kernels were chosen: by OPENBLAS_CORETYPE (the user's, or set by main()'s
+// restart when OpenBLAS fell back to Prescott; see lockstep/core/blas.h) or by OpenBLAS itself.
+std::string openblas_coretype_note() {
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  return set ? std::string(" (OPENBLAS_CORETYPE=") + set + ")"
+             : std::string(" (chosen by OpenBLAS from the CPU model)");
+}
+
+}  // namespace
+
 std::string version_text() {
   const bool mpi = dist::mpi_available();
 #ifdef LOCKSTEP_HAS_CUDA
@@ -425,7 +438,8 @@ std::string version_text() {
                : "") +
          (cuda ? ", nccl (--backend nccl: one process per GPU, DistributedDataParallel)" : "") +
          "\nbackends not built: " +
-         (mpi ? (cuda ? "none" : "NCCL/CUDA") : (cuda ? "MPI" : "MPI, NCCL/CUDA"));
+         (mpi ? (cuda ? "none" : "NCCL/CUDA") : (cuda ? "MPI" : "MPI, NCCL/CUDA")) +
+         "\nOpenBLAS kernels: " + openblas_core() + openblas_coretype_note();
 }
 
 std::unique_ptr<CLI::App> make_cli(CliOptions& options) {

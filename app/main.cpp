@@ -13,6 +13,7 @@
 #include "distributed.h"
 #include "eval.h"
 #include "exit_status.h"
+#include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
 #include "signals.h"
 #include "train.h"
@@ -105,6 +106,9 @@ int run_command(const CliOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's OpenBLAS 0.3.21 runs its generic kernels on CPUs it does not know (a 5th-generation
+  // Xeon, say: ~6x slower GEMMs); start again with OPENBLAS_CORETYPE set (lockstep/core/blas.h).
+  lockstep::reexec_with_openblas_kernels(argv);
   CliOptions options;
   std::unique_ptr<CLI::App> app;
   try {

@@ -71,6 +71,7 @@ std::string human_bytes(std::int64_t b) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::reexec_with_openblas_kernels(argv);  // the CLI's kernels (lockstep/core/blas.h)
   const auto min_bytes = static_cast<std::int64_t>(option(argc, argv, "min-bytes", 4096));
   const auto max_bytes = static_cast<std::int64_t>(option(argc, argv, "max-bytes", 64 << 20));
   const auto factor = static_cast<std::int64_t>(option(argc, argv, "factor", 4));

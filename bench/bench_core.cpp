@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 
+#include "lockstep/core/blas.h"
 #include "lockstep/core/parallel.h"
 #include "workloads.h"
 
@@ -82,6 +83,7 @@ BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchma
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::reexec_with_openblas_kernels(argv);  // the CLI's kernels (lockstep/core/blas.h)
   benchmark::Initialize(&argc, argv);
   // Our own flag: --threads=N (removed from argv before the unrecognised-argument check).
   int out = 1;

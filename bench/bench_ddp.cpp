@@ -214,6 +214,7 @@ class Runner {
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::reexec_with_openblas_kernels(argv);  // the CLI's kernels (lockstep/core/blas.h)
   const std::string dir = option(argc, argv, "data", data::kFashionMnistDir);
   const double min_time = std::atof(option(argc, argv, "min-time", "2").c_str());
   const int reps = std::atoi(option(argc, argv, "reps", "3").c_str());

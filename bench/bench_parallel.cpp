@@ -64,6 +64,7 @@
 #include <thread>
 #include <vector>
 
+#include "lockstep/core/blas.h"
 #include "lockstep/core/parallel.h"
 #include "workloads.h"
 
@@ -457,6 +458,7 @@ int run_phases(const std::string& w, int steps, bool overlap, bool fused) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::reexec_with_openblas_kernels(argv);  // the CLI's kernels (lockstep/core/blas.h)
   std::string phases, run, ab;
   int rounds = 8;
   int steps = 200;

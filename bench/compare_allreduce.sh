@@ -10,6 +10,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# OpenBLAS kernels for this CPU, the same for Lockstep and PyTorch (see the file).
+source "$ROOT/bench/openblas_env.sh"
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench}
 RANKS=${RANKS:-2}
 

@@ -19,6 +19,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# OpenBLAS kernels for this CPU, the same for Lockstep and PyTorch (see the file).
+source "$ROOT/bench/openblas_env.sh"
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench}
 RUNS=${RUNS:-3}
 MIN_TIME=${MIN_TIME:-0.15}

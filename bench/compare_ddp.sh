@@ -21,6 +21,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# OpenBLAS kernels for this CPU, the same for Lockstep and PyTorch (see the file).
+source "$ROOT/bench/openblas_env.sh"
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-ddp}
 MIN_TIME=${MIN_TIME:-2}
 REPS=${REPS:-3}

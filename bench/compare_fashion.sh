@@ -9,6 +9,8 @@
 #   bench/compare_fashion.sh [BUILD_DIR] [RUNS]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# OpenBLAS kernels for this CPU, the same for Lockstep and PyTorch (see the file).
+source "$ROOT/bench/openblas_env.sh"
 BUILD="${1:-$ROOT/build}"
 RUNS="${2:-2}"
 LOCKSTEP="$BUILD/lockstep"

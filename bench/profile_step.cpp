@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "lockstep/core/blas.h"
 #include "lockstep/core/parallel.h"
 #include "workloads.h"
 
@@ -29,6 +30,7 @@
 #endif
 
 int main(int argc, char** argv) {
+  lockstep::reexec_with_openblas_kernels(argv);  // the CLI's kernels (lockstep/core/blas.h)
   std::string which = argc > 1 ? argv[1] : "reference";
   if (which != "reference" && which != "mlp") {
     std::fprintf(stderr, "usage: profile_step reference|mlp [steps] [threads]\n");

@@ -3,6 +3,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
+#include "lockstep/core/blas.h"
 #include "lockstep/core/device.h"
 #include "lockstep/core/parallel.h"
 #include "lockstep/core/dtype.h"

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "lockstep/core/blas.h"
 #include "lockstep/cuda/runtime.h"
 #include "support/tolerance.h"
 
@@ -309,6 +310,58 @@ TEST(Int64Arithmetic, OverflowWrapsAsTwosComplement) {
   c.mul_(2.0);
   EXPECT_EQ(I(c), (V{-2, 0, 6}));
   EXPECT_EQ(I(eq(a, b)), (V{0, 0, 0}));  // M − 1 ≠ 0 and m − (−1) ≠ 0, not an overflow
+}
+
+// An int64 tensor and a scalar no int64 holds: torch.tensor([1, 2]) + 1.5 is tensor([2.5, 3.5])
+// (float32, PyTorch 1.13's type promotion), and torch.tensor([3]) / 2 is tensor([1.5]); the
+// scalar was truncated (x + 1.5 gave [2, 3], x / 2 gave [0, 1]), and a scalar beyond int64's range
+// was converted to int64 (undefined behaviour). In place, PyTorch refuses: x.add_(y, alpha=1.5)
+// and x.mul_(1.5) raise; here DTypeError naming the op, and x is unchanged.
+TEST(Int64Arithmetic, NonIntegralScalarsPromoteToFloat32) {
+  using V = std::vector<std::int64_t>;
+  const Tensor x = tensor(V{1, 2});
+  Tensor r = add(x, 1.5);
+  EXPECT_EQ(r.dtype(), kFloat32);
+  EXPECT_EQ(r.to_vector<double>(), (std::vector<double>{2.5, 3.5}));
+  r = x / 2.0;
+  EXPECT_EQ(r.dtype(), kFloat32);
+  EXPECT_EQ(r.to_vector<double>(), (std::vector<double>{0.5, 1.0}));
+  r = mul(x, 1e30);
+  EXPECT_EQ(r.dtype(), kFloat32);
+  EXPECT_EQ(r.to_vector<double>(), (std::vector<double>{1e30f, 2e30f}));
+  EXPECT_TRUE(std::isnan(add(x, std::nan("")).to_vector<double>()[0]));
+  r = x + 2.0;  // an integral scalar keeps int64, as LibTorch's `x + 2`
+  EXPECT_EQ(r.dtype(), kInt64);
+  EXPECT_EQ(I(r), (V{3, 4}));
+  EXPECT_EQ(I(x - 1.0), (V{0, 1}));
+  Tensor y = x.clone();
+  EXPECT_THROW(y.add_(x, 1.5), DTypeError);
+  EXPECT_THROW(y.mul_(0.5), DTypeError);
+  try {
+    y.mul_(1e30);
+    ADD_FAILURE() << "mul_(1e30) on int64 was accepted";
+  } catch (const DTypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("mul_"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(I(y), (V{1, 2}));
+  y.add_(x, 2.0);
+  EXPECT_EQ(I(y), (V{3, 6}));
+}
+
+// When the CLI restarts with OPENBLAS_CORETYPE (lockstep/core/blas.h): only when the user set
+// none, OpenBLAS fell back to its generic Prescott kernels, and the CPU has better ones.
+TEST(OpenBlasKernels, RestartOnlyReplacesPrescottWhenTheUserSetNothing) {
+  EXPECT_EQ(openblas_coretype_to_set(false, "Prescott", "Cooperlake"), "Cooperlake");
+  EXPECT_EQ(openblas_coretype_to_set(false, "PRESCOTT", "Haswell"), "Haswell");
+  EXPECT_EQ(openblas_coretype_to_set(true, "Prescott", "Cooperlake"), "");  // the user's choice
+  EXPECT_EQ(openblas_coretype_to_set(false, "Zen", "Haswell"), "");         // recognised CPU
+  EXPECT_EQ(openblas_coretype_to_set(false, "Cooperlake", "Cooperlake"), "");
+  EXPECT_EQ(openblas_coretype_to_set(false, "Prescott", ""), "");  // SSE3 only: Prescott is right
+  EXPECT_FALSE(openblas_core().empty());
+  const std::string c = openblas_coretype_for_cpu();
+  EXPECT_TRUE(c.empty() || c == "Cooperlake" || c == "SkylakeX" || c == "Haswell" ||
+              c == "SandyBridge")
+      << c;
 }
 
 // torch.max(x, dim) and torch.argmax propagate NaN with the first NaN's index; max along a

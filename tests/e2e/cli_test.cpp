@@ -2,10 +2,13 @@
 // output formats (epoch lines, --quiet summary, --metrics JSON lines), exit statuses and the
 // reference program. The binary is run as a user would run it (cli_support.h).
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
+#include <strings.h>
 
 #include "cli_support.h"
+#include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
 
 namespace lockstep::e2e {
@@ -295,6 +298,51 @@ TEST(CliUsage, InconsistentFlags) {
 TEST(CliUsage, ModelMustFitTheData) {
   expect_error({"train", "--model", "mlp:9,5,2"}, {"mlp:9,5,2", "input width 9", "10 features"});
   expect_error({"train", "--model", "mlp:10,5,3"}, {"mlp:10,5,3", "output width 3", "2 classes"});
+}
+
+// Debian's OpenBLAS 0.3.21 maps CPU models it does not know (a 5th-generation Xeon, family 6
+// model 207) to its generic Prescott kernels, ~6x slower GEMMs than the Cooperlake kernels it
+// carries. The CLI starts again with OPENBLAS_CORETYPE set to what OpenBLAS's own feature fallback
+// picks (lockstep/core/blas.h); `--version` names the kernels. A user's OPENBLAS_CORETYPE is kept.
+TEST(CliInfo, OpenBlasKernelsFitTheCpu) {
+  struct Restore {
+    std::optional<std::string> saved;
+    ~Restore() {
+      if (saved)
+        ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
+      else
+        ::unsetenv("OPENBLAS_CORETYPE");
+    }
+  } restore;
+  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) restore.saved = v;
+
+  ::setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+  RunResult r = lockstep({"--version"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("OpenBLAS kernels: Prescott (OPENBLAS_CORETYPE=Prescott)"),
+            std::string::npos)
+      << r.out;
+
+  // What OpenBLAS chose by itself is known when this test process was started without the
+  // variable (it never restarts itself): the CLI must keep that choice, or replace Prescott.
+  if (restore.saved) GTEST_SKIP() << "OPENBLAS_CORETYPE is set for the test process";
+  ::unsetenv("OPENBLAS_CORETYPE");
+  r = lockstep({"--version"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::string own = openblas_core(), for_cpu = openblas_coretype_for_cpu();
+  const std::string set = openblas_coretype_to_set(false, own, for_cpu);
+  std::string expected = "OpenBLAS kernels: " + own + " (chosen by OpenBLAS from the CPU model)";
+  if (!set.empty()) {
+    const auto at = r.out.find("OpenBLAS kernels: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_EQ(strcasecmp(line.c_str(), ("OpenBLAS kernels: " + set + " (OPENBLAS_CORETYPE=" +
+                                         set + ")").c_str()),
+              0)
+        << line << " (OpenBLAS chose " << own << ")";
+  } else {
+    EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
+  }
 }
 
 TEST(CliInfo, VersionNamesTheVersionAndBackends) {

@@ -1,0 +1,43 @@
+// OpenBLAS kernel choice (see include/lockstep/core/blas.h).
+#include "lockstep/core/blas.h"
+
+#include <cblas.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace lockstep {
+
+std::string openblas_core() {
+  const char* name = openblas_get_corename();
+  return name ? std::string(name) : std::string();
+}
+
+std::string openblas_coretype_for_cpu() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";
+  if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "Haswell";
+  if (__builtin_cpu_supports("avx")) return "SandyBridge";
+#endif
+  return "";
+}
+
+std::string openblas_coretype_to_set(bool coretype_set, const std::string& core,
+                                     const std::string& for_cpu) {
+  if (coretype_set || for_cpu.empty() || strcasecmp(core.c_str(), "Prescott") != 0) return "";
+  return for_cpu;
+}
+
+void reexec_with_openblas_kernels(char** argv) {
+  const std::string type = openblas_coretype_to_set(std::getenv("OPENBLAS_CORETYPE") != nullptr,
+                                                    openblas_core(), openblas_coretype_for_cpu());
+  if (type.empty() || argv == nullptr || argv[0] == nullptr) return;
+  if (setenv("OPENBLAS_CORETYPE", type.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");  // exec failed: leave the environment as it was
+}
+
+}  // namespace lockstep

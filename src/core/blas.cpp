@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace lockstep {
 
@@ -35,6 +36,10 @@ void reexec_with_openblas_kernels(char** argv) {
   const std::string type = openblas_coretype_to_set(std::getenv("OPENBLAS_CORETYPE") != nullptr,
                                                     openblas_core(), openblas_coretype_for_cpu());
   if (type.empty() || argv == nullptr || argv[0] == nullptr) return;
+  // Under valgrind the new start would run natively, outside the tool (no --trace-children):
+  // a profile must measure this process, Prescott kernels and all.
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload != nullptr && std::strstr(preload, "vgpreload") != nullptr) return;
   if (setenv("OPENBLAS_CORETYPE", type.c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);
   unsetenv("OPENBLAS_CORETYPE");  // exec failed: leave the environment as it was

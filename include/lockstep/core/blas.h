@@ -38,7 +38,8 @@ std::string openblas_coretype_to_set(bool coretype_set, const std::string& core,
 /// process by a new start of the same executable (/proc/self/exe) with the same `argv`; the new
 /// start finds the variable set and goes on. Returns (without a message) when there is nothing
 /// to do or the exec fails: the program then runs with the generic kernels, correctly but
-/// slowly. An OPENBLAS_CORETYPE set by the user is always kept. Linux only.
+/// slowly; also under valgrind (its preload library in LD_PRELOAD), whose tools would not follow
+/// the new start. An OPENBLAS_CORETYPE set by the user is always kept. Linux only.
 void reexec_with_openblas_kernels(char** argv);
 
 }  // namespace lockstep

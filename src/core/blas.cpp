@@ -2,7 +2,10 @@
 #include "lockstep/core/blas.h"
 
 #include <cblas.h>
+#include <elf.h>
+#include <link.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -26,6 +29,23 @@ std::string openblas_coretype_for_cpu() {
   return "";
 }
 
+namespace {
+
+// True when this dynamically linked program was started by running the dynamic loader itself
+// (`/lib64/ld-linux-x86-64.so.2 PROGRAM ARGS`): /proc/self/exe is then the loader, not PROGRAM.
+// The kernel leaves AT_BASE (the interpreter's address) 0 when it started no interpreter, and
+// the loader points AT_PHDR at the program's headers, which name an interpreter (PT_INTERP).
+bool started_through_the_loader() {
+  if (getauxval(AT_BASE) != 0) return false;
+  const auto* phdr = reinterpret_cast<const ElfW(Phdr)*>(getauxval(AT_PHDR));
+  const unsigned long count = getauxval(AT_PHNUM);
+  for (unsigned long k = 0; phdr != nullptr && k < count; ++k)
+    if (phdr[k].p_type == PT_INTERP) return true;
+  return false;
+}
+
+}  // namespace
+
 std::string openblas_coretype_to_set(bool coretype_set, const std::string& core,
                                      const std::string& for_cpu) {
   if (coretype_set || for_cpu.empty() || strcasecmp(core.c_str(), "Prescott") != 0) return "";
@@ -40,6 +60,8 @@ void reexec_with_openblas_kernels(char** argv) {
   // a profile must measure this process, Prescott kernels and all.
   const char* preload = std::getenv("LD_PRELOAD");
   if (preload != nullptr && std::strstr(preload, "vgpreload") != nullptr) return;
+  // Started as `ld.so PROGRAM`: exec'ing /proc/self/exe would run the loader on our arguments.
+  if (started_through_the_loader()) return;
   if (setenv("OPENBLAS_CORETYPE", type.c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);
   unsetenv("OPENBLAS_CORETYPE");  // exec failed: leave the environment as it was

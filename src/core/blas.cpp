@@ -6,6 +6,7 @@
 #include <link.h>
 #include <strings.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -44,6 +45,23 @@ bool started_through_the_loader() {
   return false;
 }
 
+// The path to exec this program by. The kernel names the new process (/proc/PID/comm, what ps,
+// top, pgrep and killall show) after the last component of the path given to execve, so
+// "/proc/self/exe" would call it "exe": the file's own path instead, when it is still this file
+// (same device and inode; not after the program was deleted or replaced since it started).
+std::string exe_path() {
+  char buf[4096];
+  const ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  struct stat self {}, named {};
+  if (len > 0) {
+    buf[len] = '\0';
+    if (stat("/proc/self/exe", &self) == 0 && stat(buf, &named) == 0 &&
+        self.st_dev == named.st_dev && self.st_ino == named.st_ino)
+      return buf;
+  }
+  return "/proc/self/exe";
+}
+
 }  // namespace
 
 std::string openblas_coretype_to_set(bool coretype_set, const std::string& core,
@@ -63,7 +81,7 @@ void reexec_with_openblas_kernels(char** argv) {
   // Started as `ld.so PROGRAM`: exec'ing /proc/self/exe would run the loader on our arguments.
   if (started_through_the_loader()) return;
   if (setenv("OPENBLAS_CORETYPE", type.c_str(), 1) != 0) return;
-  execv("/proc/self/exe", argv);
+  execv(exe_path().c_str(), argv);
   unsetenv("OPENBLAS_CORETYPE");  // exec failed: leave the environment as it was
 }
 

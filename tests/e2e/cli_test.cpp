@@ -380,6 +380,26 @@ TEST(CliInfo, RunsWhenStartedThroughTheDynamicLoader) {
   EXPECT_NE(r.out.find("done: 1 epochs"), std::string::npos) << r.out;
 }
 
+// The OpenBLAS restart exec'd "/proc/self/exe", and the kernel names a process after the file
+// name it was exec'd by: a training process was called "exe" (/proc/PID/comm; ps, top, pgrep -x
+// lockstep, killall lockstep and pkill -x lockstep did not find it). It must keep its name.
+TEST(CliInfo, KeepsItsProcessNameAcrossTheOpenBlasRestart) {
+  struct Restore {  // without OPENBLAS_CORETYPE, so that a CPU OpenBLAS maps to Prescott restarts
+    std::optional<std::string> saved;
+    ~Restore() {
+      if (saved) ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
+    }
+  } restore;
+  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) restore.saved = v;
+  ::unsetenv("OPENBLAS_CORETYPE");
+
+  Child child(kCli, {"train", "--epochs", "1000000", "--quiet"});
+  // The restart happens first thing in main(); well before the half second is over.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string comm = read_text("/proc/" + std::to_string(child.pid()) + "/comm");
+  EXPECT_EQ(comm, "lockstep\n");
+}
+
 TEST(CliInfo, VersionNamesTheVersionAndBackends) {
   RunResult r = lockstep({"--version"});
   EXPECT_EQ(r.status, 0) << r.err;

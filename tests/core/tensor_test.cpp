@@ -348,6 +348,47 @@ TEST(Int64Arithmetic, NonIntegralScalarsPromoteToFloat32) {
   EXPECT_EQ(I(y), (V{3, 6}));
 }
 
+// torch's `/` is true division: an int64 tensor divided by any scalar is float32, also when the
+// reciprocal is an integer (x / 1, x / 0.5, x / -1 stayed int64 here, as a · (1/s)), and the
+// quotient is the float32 division, not a product with a rounded reciprocal (-7 / 3 gave
+// -2.33333349). PyTorch 1.13, x = torch.tensor([3, -7, 0, 16777217]):
+//   x / 1    -> float32 [3.0, -7.0, 0.0, 16777216.0]
+//   x / 0.5  -> float32 [6.0, -14.0, 0.0, 33554432.0]
+//   x / -1   -> float32 [-3.0, 7.0, -0.0, -16777216.0]
+//   x / 3    -> float32 [1.0, -2.3333332538604736, 0.0, 5592405.5]
+//   x / 10   -> float32 [0.30000001192092896, -0.699999988079071, 0.0, 1677721.625]
+TEST(Int64Arithmetic, DivisionByAScalarIsTrueDivisionInFloat32) {
+  const Tensor x = tensor(std::vector<std::int64_t>{3, -7, 0, 16777217});
+  const std::vector<std::pair<double, std::vector<double>>> cases = {
+      {1.0, {3.0, -7.0, 0.0, 16777216.0}},
+      {0.5, {6.0, -14.0, 0.0, 33554432.0}},
+      {-1.0, {-3.0, 7.0, -0.0, -16777216.0}},
+      {3.0, {1.0, -2.3333332538604736, 0.0, 5592405.5}},
+      {10.0, {0.30000001192092896, -0.699999988079071, 0.0, 1677721.625}}};
+  for (const auto& [s, want] : cases) {
+    const Tensor r = x / s;
+    EXPECT_EQ(r.dtype(), kFloat32) << "x / " << s;
+    EXPECT_EQ(r.to_vector<double>(), want) << "x / " << s;
+  }
+}
+
+// a - s for an int64 tensor follows add's rule for s itself: -2^63 is an int64 (the difference
+// wraps), 2^63 is not (float32). It was a + (-s): x - (-2^63) gave float32 and x - 2^63 int64.
+// PyTorch 1.13, x = torch.tensor([3, -7, 0]):
+//   x - (-2**63)  -> int64 [-9223372036854775805, 9223372036854775801, -9223372036854775808]
+//   x - 2.0**63   -> float32 [-9.223372036854776e+18] * 3
+TEST(Int64Arithmetic, SubtractingTwoToThe63FollowsTheScalarsOwnRule) {
+  using V = std::vector<std::int64_t>;
+  const Tensor x = tensor(V{3, -7, 0});
+  Tensor r = x - (-0x1p63);
+  EXPECT_EQ(r.dtype(), kInt64);
+  EXPECT_EQ(I(r), (V{-9223372036854775805, 9223372036854775801,
+                     std::numeric_limits<std::int64_t>::min()}));
+  r = x - 0x1p63;
+  EXPECT_EQ(r.dtype(), kFloat32);
+  EXPECT_EQ(r.to_vector<double>(), (std::vector<double>(3, -0x1p63)));
+}
+
 // When the CLI restarts with OPENBLAS_CORETYPE (lockstep/core/blas.h): only when the user set
 // none, OpenBLAS fell back to its generic Prescott kernels, and the CPU has better ones.
 TEST(OpenBlasKernels, RestartOnlyReplacesPrescottWhenTheUserSetNothing) {

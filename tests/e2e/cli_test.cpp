@@ -1,6 +1,7 @@
 // End-to-end tests of `lockstep train` / `lockstep eval` on the synthetic data: the flags, the
 // output formats (epoch lines, --quiet summary, --metrics JSON lines), exit statuses and the
 // reference program. The binary is run as a user would run it (cli_support.h).
+#include <link.h>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -343,6 +344,60 @@ TEST(CliInfo, OpenBlasKernelsFitTheCpu) {
   } else {
     EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
   }
+}
+
+// Started through the dynamic loader (`/lib64/ld-linux-x86-64.so.2 lockstep train ...`, as with
+// ld.so's --library-path), /proc/self/exe is the loader: the OpenBLAS restart re-ran the loader
+// with lockstep's arguments, so `train` was taken for the program to load (exit 127, "train:
+// cannot open shared object file") and `--version` printed ld.so's version. The CLI must run as
+// started, with or without the restart.
+TEST(CliInfo, RunsWhenStartedThroughTheDynamicLoader) {
+  std::string loader;  // this test binary's PT_INTERP, the loader lockstep uses too
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        for (int k = 0; k < info->dlpi_phnum; ++k)
+          if (info->dlpi_phdr[k].p_type == PT_INTERP)
+            *static_cast<std::string*>(out) =
+                reinterpret_cast<const char*>(info->dlpi_addr + info->dlpi_phdr[k].p_vaddr);
+        return 1;  // the main program only
+      },
+      &loader);
+  if (loader.empty()) GTEST_SKIP() << "statically linked";
+  struct Restore {  // without OPENBLAS_CORETYPE, so that a CPU OpenBLAS maps to Prescott restarts
+    std::optional<std::string> saved;
+    ~Restore() {
+      if (saved) ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
+    }
+  } restore;
+  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) restore.saved = v;
+  ::unsetenv("OPENBLAS_CORETYPE");
+
+  RunResult r = run(loader, {kCli, "--version"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("lockstep ", 0), 0u) << r.out;
+  r = run(loader, {kCli, "train", "--epochs", "1", "--quiet"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("done: 1 epochs"), std::string::npos) << r.out;
+}
+
+// The OpenBLAS restart exec'd "/proc/self/exe", and the kernel names a process after the file
+// name it was exec'd by: a training process was called "exe" (/proc/PID/comm; ps, top, pgrep -x
+// lockstep, killall lockstep and pkill -x lockstep did not find it). It must keep its name.
+TEST(CliInfo, KeepsItsProcessNameAcrossTheOpenBlasRestart) {
+  struct Restore {  // without OPENBLAS_CORETYPE, so that a CPU OpenBLAS maps to Prescott restarts
+    std::optional<std::string> saved;
+    ~Restore() {
+      if (saved) ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
+    }
+  } restore;
+  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) restore.saved = v;
+  ::unsetenv("OPENBLAS_CORETYPE");
+
+  Child child(kCli, {"train", "--epochs", "1000000", "--quiet"});
+  // The restart happens first thing in main(); well before the half second is over.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string comm = read_text("/proc/" + std::to_string(child.pid()) + "/comm");
+  EXPECT_EQ(comm, "lockstep\n");
 }
 
 TEST(CliInfo, VersionNamesTheVersionAndBackends) {

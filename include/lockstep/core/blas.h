@@ -35,11 +35,14 @@ std::string openblas_coretype_to_set(bool coretype_set, const std::string& core,
 /// For a program's main(), before anything else runs (no threads, no MPI_Init): when
 /// openblas_coretype_to_set(getenv("OPENBLAS_CORETYPE") != nullptr, openblas_core(),
 /// openblas_coretype_for_cpu()) names a core type, sets OPENBLAS_CORETYPE to it and replaces the
-/// process by a new start of the same executable (/proc/self/exe) with the same `argv`; the new
+/// process by a new start of the same executable (/proc/self/exe's file, by its own path so that
+/// the process keeps its name) with the same `argv`; the new
 /// start finds the variable set and goes on. Returns (without a message) when there is nothing
 /// to do or the exec fails: the program then runs with the generic kernels, correctly but
 /// slowly; also under valgrind (its preload library in LD_PRELOAD), whose tools would not follow
-/// the new start. An OPENBLAS_CORETYPE set by the user is always kept. Linux only.
+/// the new start, and when the program was started through the dynamic loader (`ld.so PROGRAM`,
+/// where /proc/self/exe is the loader). An OPENBLAS_CORETYPE set by the user is always kept.
+/// Linux only.
 void reexec_with_openblas_kernels(char** argv);
 
 }  // namespace lockstep

@@ -24,8 +24,9 @@ Tensor div(const Tensor& a, const Tensor& b);
 /// with an s that is not an integer in int64's range (1.5, 1e30, NaN) gives a float32 result,
 /// as PyTorch's type promotion does for an integer tensor and a float scalar (torch.tensor([1]) +
 /// 1.5 is tensor([2.5])); with an integral s it stays int64 and wraps on overflow, as PyTorch's
-/// integer scalars (LibTorch's `t + 2`). So `int64 / 2` (a · 0.5) is float32, as torch's true
-/// division.
+/// integer scalars (LibTorch's `t + 2`). `a - s` follows the same rule for s itself (x - (-2^63)
+/// is int64, x - 2^63 float32), and `a / s` of an int64 tensor is always float32 true division
+/// (x / 1 and x / 0.5 too), as torch's `/`.
 Tensor add(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
 /// a^p elementwise for a scalar exponent (float dtypes).
@@ -49,9 +50,20 @@ inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
-inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+inline Tensor operator-(const Tensor& a, double s) {
+  // int64: -2^63 is an int64 (a + 2^63 wraps to a - 2^63), 2^63 is not (float32), as for add's s.
+  if (a.dtype() == DType::Int64 && (s == -0x1p63 || s == 0x1p63))
+    return s < 0 ? add(a, s) : add(a.to(DType::Float32), -s);
+  return add(a, -s);
+}
 inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
-inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+inline Tensor operator/(const Tensor& a, double s) {
+  if (a.dtype() == DType::Int64) {  // torch's true division: float32 whatever s is
+    const Tensor f = a.to(DType::Float32);
+    return div(f, scalar_tensor(s, f.options()));
+  }
+  return mul(a, 1.0 / s);
+}
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
 
 // ---- linear algebra --------------------------------------------------------------------------

@@ -49,8 +49,8 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
     throw NonFiniteLossError("evaluation loss is " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") +
                              " for --weights " + options.weights + " on " +
                              std::to_string(r.samples) +
-                             " samples: the model's outputs overflow (weights too large for "
-                             "float32?)");
+                             " samples: the model's outputs overflow float32 (weights or "
+                             "input values too large?)");
   if (!dist.prints) return;
   char buf[128];
   std::snprintf(buf, sizeof buf, "loss %.6f accuracy %.6f samples %lld", r.loss, r.accuracy,

@@ -12,8 +12,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# OpenBLAS kernels for this CPU, the same for Lockstep and PyTorch (see the file).
-source "$ROOT/bench/openblas_env.sh"
+# No bench/openblas_env.sh here: under valgrind OpenBLAS sees valgrind's CPU (no AVX-512; its
+# SkylakeX kernels end in SIGILL), and profile_step does not restart itself under valgrind.
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench}
 OUT_DIR=${OUT_DIR:-$BUILD_DIR/profile-results}
 REF_STEPS=${REF_STEPS:-2000}

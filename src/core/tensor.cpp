@@ -273,6 +273,14 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
+  // PyTorch: "value cannot be converted to type int64_t without overflow" (also NaN); in C++ the
+  // conversion would be undefined behaviour. A fraction is truncated toward zero, as PyTorch.
+  if (dtype() == kInt64 && !(value >= -0x1p63 && value < 0x1p63)) {
+    std::ostringstream msg;
+    msg << "fill_: value " << value << " cannot be converted to int64 without overflow (tensor "
+        << shape().str() << ")";
+    throw ValueError(msg.str());
+  }
   if (!device().is_cpu()) {
     cuda_ops::fill(*this, value);
     return *this;

@@ -389,6 +389,22 @@ TEST(Int64Arithmetic, SubtractingTwoToThe63FollowsTheScalarsOwnRule) {
   EXPECT_EQ(r.to_vector<double>(), (std::vector<double>(3, -0x1p63)));
 }
 
+// torch.zeros(2, dtype=torch.long).fill_(1e30) raises "value cannot be converted to type int64_t
+// without overflow" (NaN too); fill_ converted the double, undefined behaviour in C++ (it gave
+// -2^63 here). A fraction truncates toward zero as in PyTorch (fill_(-1.5) gives -1).
+TEST(Int64Arithmetic, FillWithAValueOutsideInt64IsRefused) {
+  using V = std::vector<std::int64_t>;
+  for (double bad : {1e30, -1e30, 0x1p63, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    Tensor t = zeros({2}, kInt64);
+    EXPECT_THROW(t.fill_(bad), ValueError) << bad;
+    EXPECT_EQ(I(t), (V{0, 0}));
+    EXPECT_THROW(full({2}, bad, kInt64), ValueError) << bad;
+  }
+  EXPECT_EQ(I(full({2}, -0x1p63, kInt64)), (V{std::numeric_limits<std::int64_t>::min(),
+                                             std::numeric_limits<std::int64_t>::min()}));
+  EXPECT_EQ(I(zeros({1}, kInt64).fill_(-1.5)), (V{-1}));
+}
+
 // When the CLI restarts with OPENBLAS_CORETYPE (lockstep/core/blas.h): only when the user set
 // none, OpenBLAS fell back to its generic Prescott kernels, and the CPU has better ones.
 TEST(OpenBlasKernels, RestartOnlyReplacesPrescottWhenTheUserSetNothing) {

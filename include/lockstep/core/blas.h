@@ -22,7 +22,8 @@ std::string openblas_core();
 /// others/dynamic.c, gotoblas_dynamic_init: AVX512-BF16 -> "Cooperlake", AVX-512 F -> "SkylakeX",
 /// AVX2 -> "Haswell", AVX -> "SandyBridge"; the instruction sets as the CPU and the OS support
 /// them, per GCC's __builtin_cpu_supports), or "" when the CPU has none of them (Prescott is
-/// then right).
+/// then right). OpenBLAS 0.3.21's name table lacks "Cooperlake": that name reaches the same
+/// kernels through the same feature fallback (OPENBLAS_VERBOSE >= 1 prints "Core not found").
 std::string openblas_coretype_for_cpu();
 
 /// Pure form of the decision made by reexec_with_openblas_kernels(): the OPENBLAS_CORETYPE value

@@ -185,6 +185,9 @@ class Tensor {
   /// add_'s alpha and mul_'s value must be integers in int64's range (DTypeError otherwise, as
   /// PyTorch refuses a float result in place); the arithmetic wraps on overflow.
   Tensor& copy_(const Tensor& src);
+  /// Sets every element to `value` converted to the dtype (int64: truncated toward zero;
+  /// ValueError for NaN or a value outside int64's range, as PyTorch). full() and scalar_tensor()
+  /// fill this way.
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
   Tensor& add_(const Tensor& other, double alpha = 1.0);

@@ -405,6 +405,19 @@ TEST(Int64Arithmetic, FillWithAValueOutsideInt64IsRefused) {
   EXPECT_EQ(I(zeros({1}, kInt64).fill_(-1.5)), (V{-1}));
 }
 
+// torch.tensor([-7., 1., 10., 0.1]) / 3 in PyTorch 1.13 (float32): [-2.3333332538604736,
+// 0.3333333432674408, 3.3333332538604736, 0.03333333507180214], a true division; `/` was the
+// product with the rounded reciprocal 1/3, which gives -2.3333334922790527 and 3.3333334922790527.
+// Its gradient is g / 3 (DivBackward), also as PyTorch's.
+TEST(Broadcasting, FloatDivisionByAScalarIsATrueDivision) {
+  Tensor x = F({-7, 1, 10, 0.1}, {4});
+  EXPECT_EQ(V(x / 3.0), (std::vector<double>{-2.3333332538604736, 0.3333333432674408,
+                                             3.3333332538604736, 0.03333333507180214}));
+  x.requires_grad_(true);
+  sum(x / 3.0).backward();
+  EXPECT_EQ(V(x.grad()), (std::vector<double>(4, static_cast<double>(1.0f / 3.0f))));
+}
+
 // When the CLI restarts with OPENBLAS_CORETYPE (lockstep/core/blas.h): only when the user set
 // none, OpenBLAS fell back to its generic Prescott kernels, and the CPU has better ones.
 TEST(OpenBlasKernels, RestartOnlyReplacesPrescottWhenTheUserSetNothing) {

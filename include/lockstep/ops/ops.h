@@ -57,12 +57,12 @@ inline Tensor operator-(const Tensor& a, double s) {
   return add(a, -s);
 }
 inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+/// a / s: a true division by s rounded once, as torch's `/` (float32 -7 / 3 is
+/// -2.3333332538604736, not the product with the rounded reciprocal, -2.3333334922790527); an
+/// int64 tensor divides in float32 whatever s is.
 inline Tensor operator/(const Tensor& a, double s) {
-  if (a.dtype() == DType::Int64) {  // torch's true division: float32 whatever s is
-    const Tensor f = a.to(DType::Float32);
-    return div(f, scalar_tensor(s, f.options()));
-  }
-  return mul(a, 1.0 / s);
+  const Tensor f = a.dtype() == DType::Int64 ? a.to(DType::Float32) : a;
+  return div(f, scalar_tensor(s, f.options()));
 }
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
 

@@ -301,21 +301,31 @@ TEST(CliUsage, ModelMustFitTheData) {
   expect_error({"train", "--model", "mlp:10,5,3"}, {"mlp:10,5,3", "output width 3", "2 classes"});
 }
 
+// Unsets OPENBLAS_CORETYPE for the CLI processes a test starts (they inherit the environment)
+// and puts back the test process's own value, if any, when the test ends.
+class WithoutOpenBlasCoreType {
+ public:
+  WithoutOpenBlasCoreType() {
+    if (const char* v = std::getenv("OPENBLAS_CORETYPE")) saved = v;
+    ::unsetenv("OPENBLAS_CORETYPE");
+  }
+  ~WithoutOpenBlasCoreType() {
+    if (saved)
+      ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
+    else
+      ::unsetenv("OPENBLAS_CORETYPE");
+  }
+  WithoutOpenBlasCoreType(const WithoutOpenBlasCoreType&) = delete;
+  WithoutOpenBlasCoreType& operator=(const WithoutOpenBlasCoreType&) = delete;
+  std::optional<std::string> saved;
+};
+
 // Debian's OpenBLAS 0.3.21 maps CPU models it does not know (a 5th-generation Xeon, family 6
 // model 207) to its generic Prescott kernels, ~6x slower GEMMs than the Cooperlake kernels it
 // carries. The CLI starts again with OPENBLAS_CORETYPE set to what OpenBLAS's own feature fallback
 // picks (lockstep/core/blas.h); `--version` names the kernels. A user's OPENBLAS_CORETYPE is kept.
 TEST(CliInfo, OpenBlasKernelsFitTheCpu) {
-  struct Restore {
-    std::optional<std::string> saved;
-    ~Restore() {
-      if (saved)
-        ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
-      else
-        ::unsetenv("OPENBLAS_CORETYPE");
-    }
-  } restore;
-  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) restore.saved = v;
+  const WithoutOpenBlasCoreType restore;
 
   ::setenv("OPENBLAS_CORETYPE", "Prescott", 1);
   RunResult r = lockstep({"--version"});
@@ -363,14 +373,8 @@ TEST(CliInfo, RunsWhenStartedThroughTheDynamicLoader) {
       },
       &loader);
   if (loader.empty()) GTEST_SKIP() << "statically linked";
-  struct Restore {  // without OPENBLAS_CORETYPE, so that a CPU OpenBLAS maps to Prescott restarts
-    std::optional<std::string> saved;
-    ~Restore() {
-      if (saved) ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
-    }
-  } restore;
-  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) restore.saved = v;
-  ::unsetenv("OPENBLAS_CORETYPE");
+  // Without OPENBLAS_CORETYPE, so that a CPU OpenBLAS maps to Prescott restarts.
+  const WithoutOpenBlasCoreType restore;
 
   RunResult r = run(loader, {kCli, "--version"});
   EXPECT_EQ(r.status, 0) << r.err;
@@ -384,14 +388,8 @@ TEST(CliInfo, RunsWhenStartedThroughTheDynamicLoader) {
 // name it was exec'd by: a training process was called "exe" (/proc/PID/comm; ps, top, pgrep -x
 // lockstep, killall lockstep and pkill -x lockstep did not find it). It must keep its name.
 TEST(CliInfo, KeepsItsProcessNameAcrossTheOpenBlasRestart) {
-  struct Restore {  // without OPENBLAS_CORETYPE, so that a CPU OpenBLAS maps to Prescott restarts
-    std::optional<std::string> saved;
-    ~Restore() {
-      if (saved) ::setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
-    }
-  } restore;
-  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) restore.saved = v;
-  ::unsetenv("OPENBLAS_CORETYPE");
+  // Without OPENBLAS_CORETYPE, so that a CPU OpenBLAS maps to Prescott restarts.
+  const WithoutOpenBlasCoreType restore;
 
   Child child(kCli, {"train", "--epochs", "1000000", "--quiet"});
   // The restart happens first thing in main(); well before the half second is over.

@@ -406,7 +406,8 @@ void add_eval_command(CLI::App& app, CliOptions& options) {
       "over all of it with --val-fraction 0 or when it has no validation part. Under mpirun "
       "every rank evaluates its own tensor_split part of the rows, each row exactly once, and the "
       "sums are reduced across ranks.\n"
-      "Exit status: 0 success, 1 internal error, 2 usage or data error, 3 NaN/Inf loss (outputs overflow), 4 distributed failure.");
+      "Exit status: 0 success, 1 internal error, 2 usage or data error, 3 NaN/Inf loss (outputs "
+      "overflow), 4 distributed failure.");
   eval->callback([&options] { options.command = Command::Eval; });
 }
 

@@ -42,7 +42,7 @@ namespace {
 // cast to the desired output type Long"; for add_'s alpha: "For integral input tensors, argument
 // alpha must not be a floating point number").
 void check_integral_scalar(const Tensor& t, double s, const char* op, const char* name) {
-  if (t.dtype() == kInt64 && !(std::trunc(s) == s && s >= -0x1p63 && s < 0x1p63)) {
+  if (t.dtype() == kInt64 && !detail::is_int64_value(s)) {
     std::ostringstream msg;
     msg << op << ": " << name << " " << s << " is not an integer in int64's range; an int64 tensor "
         << t.shape().str() << " cannot hold the float result in place (use .to(kFloat32) first)";
@@ -275,7 +275,7 @@ Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
   // PyTorch: "value cannot be converted to type int64_t without overflow" (also NaN); in C++ the
   // conversion would be undefined behaviour. A fraction is truncated toward zero, as PyTorch.
-  if (dtype() == kInt64 && !(value >= -0x1p63 && value < 0x1p63)) {
+  if (dtype() == kInt64 && !detail::fits_int64(value)) {
     std::ostringstream msg;
     msg << "fill_: value " << value << " cannot be converted to int64 without overflow (tensor "
         << shape().str() << ")";

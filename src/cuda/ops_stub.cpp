@@ -65,7 +65,7 @@ void math(MathOp, const Tensor&, const Tensor&, double) { not_built("math"); }
 void math_backward(MathOp, const Tensor&, const Tensor&, const Tensor&, double) {
   not_built("math_backward");
 }
-void is_zero(const Tensor&, const Tensor&, const Tensor&) { not_built("eq"); }
+void eq(const Tensor&, const Tensor&, const Tensor&) { not_built("eq"); }
 void binary_broadcast(kernels::BinaryOp, const Tensor&, const Tensor&, const Tensor&) {
   not_built("binary_broadcast");
 }

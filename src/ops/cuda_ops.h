@@ -151,10 +151,9 @@ void math(MathOp op, const Tensor& x, const Tensor& y, double param = 0);
 /// Gelu (Exp and Log compose from mul / div).
 void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor& gi,
                    double param = 0);
-/// out (int64, d's numel) = d == 0, or d NaN and s (when defined) ±inf, elementwise: eq from
-/// d = a − b and s = a + b, as the CPU computes it (equal infinities: NaN difference, infinite
-/// sum). s undefined for int64.
-void is_zero(const Tensor& d, const Tensor& s, const Tensor& out);
+/// out (int64, the broadcast shape of a and b) = 1 where a == b, else 0 (torch.eq; NaN equals
+/// nothing, equal infinities are equal); float, double, int64.
+void eq(const Tensor& a, const Tensor& b, const Tensor& out);
 /// out = a op b where a and b broadcast to out's shape (NumPy rules, any ranks); float, double
 /// and int64 (no int64 division). out must not alias a or b.
 void binary_broadcast(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);

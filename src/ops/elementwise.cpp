@@ -6,6 +6,7 @@
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
+#include "ops/strided_plan.h"
 
 namespace lockstep {
 
@@ -181,7 +182,7 @@ namespace {
 // dtype (float32), never a truncated scalar (and a double outside int64's range may not even be
 // converted to it in C++).
 bool promotes_to_float(const Tensor& a, double s) {
-  return a.dtype() == kInt64 && !(std::trunc(s) == s && s >= -0x1p63 && s < 0x1p63);
+  return a.dtype() == kInt64 && !detail::is_int64_value(s);
 }
 
 }  // namespace
@@ -192,6 +193,15 @@ Tensor add(const Tensor& a, double s) {
   Tensor out = binary_forward("add", BinaryOp::Add, a, scalar_tensor(s, a.options()));
   if (needs_grad({&a}))
     record("AddScalarBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return out;
+}
+
+Tensor sub(const Tensor& a, double s) {
+  detail::check_defined("sub", a);
+  if (promotes_to_float(a, s)) return sub(a.to(kFloat32), s);
+  Tensor out = binary_forward("sub", BinaryOp::Sub, a, scalar_tensor(s, a.options()));
+  if (needs_grad({&a}))
+    record("SubScalarBackward", out, {&a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
   return out;
 }
 
@@ -207,23 +217,35 @@ Tensor mul(const Tensor& a, double s) {
 
 Tensor eq(const Tensor& a, const Tensor& b) {
   detail::check_same("eq", a, b);
-  // a == b exactly when a − b == 0, except for equal infinities, whose difference is NaN: those
-  // are told apart by a + b being ±inf (a NaN operand makes both NaN), as torch.eq(inf, inf) is
-  // true. int64 differences are exact (wrapping) and need no sum.
-  Tensor diff = binary_forward("eq", BinaryOp::Sub, a.detach(), b.detach());
-  Tensor sum;
-  if (is_floating(a.dtype())) sum = binary_forward("eq", BinaryOp::Add, a.detach(), b.detach());
+  // torch.eq: a == b per element after broadcasting (equal infinities are equal, NaN equals
+  // nothing), compared directly over the broadcast iteration space of strided_plan.h.
+  const Shape s = detail::broadcast_shapes("eq", a.shape(), b.shape());
+  Tensor out = empty(s, TensorOptions(kInt64).device(a.device()));
+  if (out.numel() == 0) return out;
   if (a.device().is_cuda()) {
-    Tensor out = empty(diff.shape(), TensorOptions(kInt64).device(a.device()));
-    cuda_ops::is_zero(diff, sum, out);
+    cuda_ops::eq(a, b, out);
     return out;
   }
-  Tensor out = empty(diff.shape(), kInt64);
-  auto* po = out.data_ptr<std::int64_t>();
-  auto v = diff.to_vector<double>();
-  const auto s = sum.defined() ? sum.to_vector<double>() : std::vector<double>();
-  for (std::size_t i = 0; i < v.size(); ++i)
-    po[i] = v[i] == 0.0 || (!s.empty() && std::isnan(v[i]) && std::isinf(s[i]));
+  const detail::StridedIter it = detail::broadcast_iter(s, a.shape(), b.shape());
+  auto compare = [&](const auto* pa, const auto* pb) {
+    std::int64_t* po = out.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0, n = out.numel(); i < n; ++i) {
+      std::int64_t oa = 0, ob = 0;
+      kernels::shared::strided_offsets(it, i, oa, ob);
+      po[i] = pa[oa] == pb[ob];
+    }
+  };
+  switch (a.dtype()) {
+    case DType::Float32:
+      compare(a.data_ptr<float>(), b.data_ptr<float>());
+      break;
+    case DType::Float64:
+      compare(a.data_ptr<double>(), b.data_ptr<double>());
+      break;
+    case DType::Int64:
+      compare(a.data_ptr<std::int64_t>(), b.data_ptr<std::int64_t>());
+      break;
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Checks and helpers shared by the op implementations.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include "lockstep/autograd/grad_mode.h"
@@ -9,6 +10,13 @@
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::detail {
+
+/// True when the double d converts to int64 without overflow: -2^63 <= d < 2^63 (false for NaN;
+/// the conversion of anything else is undefined behaviour in C++).
+inline bool fits_int64(double d) { return d >= -0x1p63 && d < 0x1p63; }
+/// True when d is an integer that int64 holds: the scalars that keep an int64 tensor int64 (any
+/// other promotes to float, or is refused in place, as PyTorch).
+inline bool is_int64_value(double d) { return fits_int64(d) && std::trunc(d) == d; }
 
 inline void check_defined(const char* op, const Tensor& t) {
   if (!t.defined()) throw ValueError(std::string(op) + ": got an undefined tensor");

@@ -24,10 +24,11 @@ Tensor div(const Tensor& a, const Tensor& b);
 /// with an s that is not an integer in int64's range (1.5, 1e30, NaN) gives a float32 result,
 /// as PyTorch's type promotion does for an integer tensor and a float scalar (torch.tensor([1]) +
 /// 1.5 is tensor([2.5])); with an integral s it stays int64 and wraps on overflow, as PyTorch's
-/// integer scalars (LibTorch's `t + 2`). `a - s` follows the same rule for s itself (x - (-2^63)
-/// is int64, x - 2^63 float32), and `a / s` of an int64 tensor is always float32 true division
-/// (x / 1 and x / 0.5 too), as torch's `/`.
+/// integer scalars (LibTorch's `t + 2`). sub(a, s) = a − s follows the same rule for s itself
+/// (x − (−2^63) is int64, x − 2^63 float32), and `a / s` of an int64 tensor is always float32
+/// true division (x / 1 and x / 0.5 too), as torch's `/`.
 Tensor add(const Tensor& a, double s);
+Tensor sub(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
 /// a^p elementwise for a scalar exponent (float dtypes).
 Tensor pow(const Tensor& a, double p);
@@ -50,12 +51,7 @@ inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
-inline Tensor operator-(const Tensor& a, double s) {
-  // int64: -2^63 is an int64 (a + 2^63 wraps to a - 2^63), 2^63 is not (float32), as for add's s.
-  if (a.dtype() == DType::Int64 && (s == -0x1p63 || s == 0x1p63))
-    return s < 0 ? add(a, s) : add(a.to(DType::Float32), -s);
-  return add(a, -s);
-}
+inline Tensor operator-(const Tensor& a, double s) { return sub(a, s); }
 inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
 /// a / s: a true division by s rounded once, as torch's `/` (float32 -7 / 3 is
 /// -2.3333332538604736, not the product with the rounded reciprocal, -2.3333334922790527); an

@@ -316,10 +316,11 @@ template <class T>
 void math_backward(Math op, const T* g, const T* saved, T* gi, std::int64_t n, double param,
                    Exec exec);
 
-/// out[i] = 1 if d[i] == 0, or d[i] is NaN and s[i] (s not null) is ±inf, else 0 (int64),
-/// i < n: eq as the CPU computes it, from d = a − b and s = a + b (null for int64).
+/// out[i] = a[off0(i)] == b[off1(i)] ? 1 : 0 (int64) for i < n, the iteration space of `it`
+/// (broadcast_iter): torch.eq, as the CPU's loop over the same plan. float, double, int64.
 template <class T>
-void is_zero(const T* d, const T* s, std::int64_t* out, std::int64_t n, Exec exec);
+void eq_strided(const T* a, const T* b, std::int64_t* out, const StridedIter& it, std::int64_t n,
+                Exec exec);
 
 /// out[i] = a[off0(i)] op b[off1(i)] for i < n = the iteration space's size (broadcasting; `it`
 /// from broadcast_iter); float, double and int64 (Add, Sub, Mul; Div for floats). Each

@@ -64,16 +64,6 @@ __global__ void math_backward_kernel(Math op, const T* g, const T* saved, T* gi,
   }
 }
 
-template <class T>
-__global__ void is_zero_kernel(const T* d, const T* s, std::int64_t* out, std::int64_t n) {
-  LOCKSTEP_GRID_STRIDE(i, n) {
-    bool equal = d[i] == T(0);
-    // Equal infinities: a − b is NaN, a + b is ±inf (not NaN, and x − x is NaN).
-    if (s != nullptr && d[i] != d[i]) equal = s[i] == s[i] && s[i] - s[i] != s[i] - s[i];
-    out[i] = equal ? 1 : 0;
-  }
-}
-
 const char* math_name(Math op) {
   switch (op) {
     case Math::Exp:
@@ -105,19 +95,11 @@ void math_backward(Math op, const T* g, const T* saved, T* gi, std::int64_t n, d
   detail::launch_n(math_name(op), n, exec, math_backward_kernel<T>, op, g, saved, gi, n, param);
 }
 
-template <class T>
-void is_zero(const T* d, const T* s, std::int64_t* out, std::int64_t n, Exec exec) {
-  detail::launch_n("eq", n, exec, is_zero_kernel<T>, d, s, out, n);
-}
-
 #define LOCKSTEP_INSTANTIATE(T)                                                             \
   template void math_forward<T>(Math, const T*, T*, std::int64_t, double, Exec);            \
-  template void math_backward<T>(Math, const T*, const T*, T*, std::int64_t, double, Exec); \
-  template void is_zero<T>(const T*, const T*, std::int64_t*, std::int64_t, Exec);
+  template void math_backward<T>(Math, const T*, const T*, T*, std::int64_t, double, Exec);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
 #undef LOCKSTEP_INSTANTIATE
-template void is_zero<std::int64_t>(const std::int64_t*, const std::int64_t*, std::int64_t*,
-                                    std::int64_t, Exec);
 
 }  // namespace lockstep::kernels::cuda

@@ -504,11 +504,13 @@ void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor
   });
 }
 
-void is_zero(const Tensor& d, const Tensor& s, const Tensor& out) {
-  visit_all(d.dtype(), [&](auto zero) {
+void eq(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  const auto it = detail::broadcast_iter(out.shape(), a.shape(), b.shape());
+  visit_all(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kc::is_zero<T>(ptr<T>(d), s.defined() ? ptr<T>(s) : nullptr, ptr<std::int64_t>(out), d.numel(),
-                   exec_of(d));
+    kc::eq_strided<T>(ptr<T>(a), ptr<T>(b), ptr<std::int64_t>(out), it, n, exec_of(a));
   });
 }
 

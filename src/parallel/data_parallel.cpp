@@ -13,10 +13,9 @@
 #include "lockstep/ops/ops.h"
 #include "parallel/detail.h"
 #include "parallel/hybrid_group.h"
+#include "parallel/replicas.h"
 
 namespace lockstep::parallel {
-
-using detail::rethrow_with_prefix;
 
 namespace {
 
@@ -57,37 +56,6 @@ void check_gpu_process_group(const std::vector<Device>& devices, const dist::Pro
 }
 
 }  // namespace
-
-std::vector<Device> default_devices() {
-  std::vector<Device> out;
-  const int gpus = cuda::device_count();  // 0 without CUDA, a driver or a GPU
-  for (int i = 0; i < gpus; ++i) out.push_back(Device(DeviceType::CUDA, i));
-  if (!out.empty()) return out;
-  for (int i = 0; i < usable_cores(); ++i) out.push_back(cpu(i));
-  return out;
-}
-
-std::vector<Device> parse_devices(const std::string& list) {
-  std::vector<Device> out;
-  std::set<std::string> seen;
-  if (list.empty()) throw ValueError("empty device list");
-  std::size_t pos = 0;
-  for (;;) {
-    const std::size_t comma = list.find(',', pos);
-    const std::string item =
-        list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (item.empty())
-      throw DeviceError("empty device name at position " + std::to_string(pos) + " of '" + list +
-                        "' (expected e.g. cpu:0,cpu:1)");
-    Device d = Device::parse(item);
-    if (!seen.insert(d.str()).second)
-      throw ValueError("device " + d.str() + " is listed twice in '" + list + "'");
-    out.push_back(d);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
 
 DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> device_ids,
                            std::optional<Device> output_device, DataParallelOptions options)
@@ -136,22 +104,13 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   }
   if (options_.process_group)
     for (auto& g : groups_) g = std::make_shared<detail::HybridGroup>(g, options_.process_group);
-  for (std::size_t k = 0; k < n; ++k) {
-    auto replica = module_->clone();
-    replica->to(devices_[k]);
-    // Replica 0 lives on the master's device and reads the master buffer itself; so do the
-    // replicas on the other CPU devices (an alias of the same memory), since cpu:k devices share
-    // RAM: nothing is copied to them before a step. Replicas on other device types get a copy.
-    const bool shared = k == 0 || (devices_[k].is_cpu() && devices_.front().is_cpu());
-    replica_flat_.push_back(
-        FlatBuffer::build(replica->parameters(), devices_[k], shared ? &master_.buffer : nullptr));
-    replicas_.push_back(std::move(replica));
-    workers_.push_back(std::make_unique<DeviceWorker>(devices_[k], threads));
-    // Only replica 0's reduced gradients are read (they become the master's .grad), so the
-    // reducers reduce to rank 0 instead of all-reducing.
-    reducers_.push_back(
-        std::make_unique<GradientReducer>(replica_flat_[k], groups_[k], options_.reducer, 0));
-  }
+  replicas_ = std::make_unique<detail::ReplicaSet>(*module_, master_, devices_, threads);
+  replicas_->set_groups(groups_);
+  // Only replica 0's reduced gradients are read (they become the master's .grad), so the
+  // reducers reduce to rank 0 instead of all-reducing.
+  for (std::size_t k = 0; k < n; ++k)
+    reducers_.push_back(std::make_unique<GradientReducer>(replicas_->flat(k), groups_[k],
+                                                          options_.reducer, 0));
   // The master's .grad tensors are views of replica 0's reduced gradient buffer: the reducer
   // path then needs no copy into them.
   master_grad_ = reducers_.front()->flat_grad();
@@ -160,41 +119,22 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
 
 DataParallel::~DataParallel() {
   reducers_.clear();
-  workers_.clear();
+  replicas_.reset();
 }
 
-void DataParallel::broadcast_state(int root) {
-  auto& group = options_.process_group;
-  if (!group || group->size() == 1) return;
-  NoGradGuard no_grad;
-  group->broadcast(master_.buffer, root);
-  for (auto& named : module_->named_buffers()) group->broadcast(named.second, root);
+std::shared_ptr<nn::Module> DataParallel::replica(std::size_t i) const {
+  if (i >= replicas_->size())
+    throw IndexError("DataParallel::replica(" + std::to_string(i) + "): there are " +
+                     std::to_string(replicas_->size()) + " replicas");
+  return replicas_->module(i);
 }
 
-void DataParallel::run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f) {
-  std::vector<TaskHandle> futures;
-  // Autocast is thread-local (torch.autocast is too): the caller's region covers its replicas'
-  // forwards, so each task runs under the caller's setting and the worker's is restored after.
-  const bool autocast = is_autocast_enabled();
-  for (std::size_t k = 0; k < n; ++k)
-    futures.push_back(workers_[k]->submit([&f, k, autocast] {
-      AutocastGuard region(autocast);
-      f(k);
-    }));
-  std::exception_ptr first;
-  std::size_t first_k = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    try {
-      futures[k].get();
-    } catch (...) {
-      if (!first) {
-        first = std::current_exception();
-        first_k = k;
-      }
-    }
-  }
-  if (first)
-    rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
+DataParallel::GlobalStep DataParallel::begin_step(const LocalStep& mine) {
+  GlobalStep g;
+  g.count = static_cast<double>(mine.count);
+  g.sync = mine.sync;
+  g.rank_pieces = {mine.pieces};
+  return g;
 }
 
 void DataParallel::check_master(bool gradients) {
@@ -202,7 +142,7 @@ void DataParallel::check_master(bool gradients) {
   for (std::size_t j = 0; j < master_.params.size(); ++j) {
     Tensor p = master_.params[j];
     // Replicas and reducers were set up for the requires_grad flags at wrapping time.
-    if (gradients && p.requires_grad() != replica_flat_.front().params[j].requires_grad())
+    if (gradients && p.requires_grad() != replicas_->flat(0).params[j].requires_grad())
       throw ValueError("DataParallel: wrapped parameter " + std::to_string(j) + " " +
                        p.shape().str() +
                        " now has requires_grad=" + (p.requires_grad() ? "true" : "false") +
@@ -226,48 +166,6 @@ void DataParallel::check_master(bool gradients) {
     view.copy_(p.detach());
     p.set_data(view);
   }
-}
-
-void DataParallel::sync_replica(std::size_t k) {
-  NoGradGuard no_grad;
-  // One copy of the flat buffer (between GPUs a peer copy); CPU replicas alias the master.
-  if (replica_copies_master(k)) replica_flat_[k].buffer.copy_(master_.buffer);
-  auto src = module_->named_buffers(), dst = replicas_[k]->named_buffers();
-  for (std::size_t i = 0; i < src.size() && i < dst.size(); ++i)
-    if (!src[i].second.is_same(dst[i].second)) dst[i].second.copy_(src[i].second.to(devices_[k]));
-}
-
-bool DataParallel::replica_copies_master(std::size_t k) const {
-  return replica_flat_[k].buffer.device_raw_data() != master_.buffer.device_raw_data();
-}
-
-std::int64_t DataParallel::parameter_copy_bytes(std::size_t replicas) const {
-  std::int64_t bytes = 0;
-  for (std::size_t k = 0; k < replicas && k < replica_flat_.size(); ++k)
-    if (replica_copies_master(k))
-      bytes += master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
-  return bytes;
-}
-
-std::vector<DataParallel::Shard> DataParallel::shards(std::int64_t batch) const {
-  std::vector<Shard> out;
-  for (std::int64_t s = 0; s < batch; s += options_.shard_size)
-    out.push_back({s, std::min(options_.shard_size, batch - s)});
-  return out;
-}
-
-std::vector<std::pair<std::size_t, std::size_t>> DataParallel::shard_ranges(
-    std::size_t nshards) const {
-  auto sizes =
-      split_sizes(static_cast<std::int64_t>(nshards), static_cast<std::int64_t>(devices_.size()));
-  std::vector<std::pair<std::size_t, std::size_t>> out;
-  std::size_t start = 0;
-  for (auto s : sizes) {
-    if (s == 0) break;
-    out.emplace_back(start, start + static_cast<std::size_t>(s));
-    start += static_cast<std::size_t>(s);
-  }
-  return out;
 }
 
 void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer) {
@@ -330,7 +228,7 @@ void DataParallel::load_state_dict(const StateDict& state, bool strict) {
 void DataParallel::train(bool on) {
   Module::train(on);
   module_->train(on);
-  for (auto& r : replicas_) r->train(on);
+  replicas_->train(on);
 }
 
 void DataParallel::to(Device device) {

@@ -47,6 +47,18 @@ namespace lockstep::parallel::detail {
   }
 }
 
+// count_s / total (all zero when nothing counts).
+inline std::vector<double> normalized(std::vector<double> counts, double total) {
+  for (double& c : counts) c = total > 0 ? c / total : 0.0;
+  return counts;
+}
+
+inline double sum_of(const std::vector<double>& v) {
+  double t = 0;
+  for (double x : v) t += x;
+  return t;
+}
+
 // Sets every parameter's gradient to none.
 inline void clear_grads(nn::Module& m) {
   for (auto& p : m.parameters()) p.set_grad(Tensor());

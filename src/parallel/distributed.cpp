@@ -1,60 +1,12 @@
 #include "lockstep/parallel/distributed.h"
 
+#include <algorithm>
+#include <map>
+
+#include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::parallel {
-
-std::vector<std::pair<std::int64_t, std::int64_t>> split_batch(std::int64_t batch,
-                                                               std::int64_t parts,
-                                                               std::int64_t shard_size) {
-  if (batch < 0 || parts < 1 || shard_size < 0)
-    throw ValueError("split_batch: need batch >= 0, parts >= 1 and shard_size >= 0 (got " +
-                     std::to_string(batch) + ", " + std::to_string(parts) + ", " +
-                     std::to_string(shard_size) + ")");
-  std::vector<std::pair<std::int64_t, std::int64_t>> out;
-  if (shard_size == 0) {
-    std::int64_t start = 0;
-    for (auto size : split_sizes(batch, parts)) {
-      out.emplace_back(start, size);
-      start += size;
-    }
-    return out;
-  }
-  const std::int64_t shards = (batch + shard_size - 1) / shard_size;
-  std::int64_t first = 0;
-  for (auto n : split_sizes(shards, parts)) {
-    const std::int64_t start = std::min(batch, first * shard_size);
-    const std::int64_t end = std::min(batch, (first + n) * shard_size);
-    out.emplace_back(start, end - start);
-    first += n;
-  }
-  return out;
-}
-
-std::vector<double> evaluate_exact(dist::ProcessGroup* group, const Tensor& x, const Tensor& y,
-                                   const MetricSums& sums, std::size_t num_sums) {
-  if (x.dim() < 1 || y.dim() < 1 || x.size(0) != y.size(0))
-    throw ShapeError("evaluate_exact: x " + x.shape().str() + " and y " + y.shape().str() +
-                     " must have the same number of rows");
-  const std::int64_t n = x.size(0);
-  const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
-  const auto [start, count] = split_batch(n, world)[static_cast<std::size_t>(rank)];
-  std::vector<double> totals(num_sums + 1, 0.0);
-  if (count > 0) {
-    const std::vector<double> local = sums(x.narrow(0, start, count), y.narrow(0, start, count));
-    if (local.size() != num_sums)
-      throw ValueError("evaluate_exact: the metric returned " + std::to_string(local.size()) +
-                       " sums, expected " + std::to_string(num_sums));
-    std::copy(local.begin(), local.end(), totals.begin());
-  }
-  totals[num_sums] = static_cast<double>(count);
-  if (group && world > 1) {
-    Tensor t = tensor(std::span<const double>(totals));
-    group->all_reduce(t, dist::ReduceOp::Sum);
-    totals = t.to_vector<double>();
-  }
-  return totals;
-}
 
 namespace {
 
@@ -81,7 +33,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                  std::shared_ptr<dist::ProcessGroup> process_group,
                                                  DistributedDataParallelOptions options)
     : DataParallel(std::move(module), local_devices(options), std::nullopt,
-                   data_parallel_options(options, std::move(process_group))) {
+                   data_parallel_options(options, std::move(process_group))),
+      broadcast_buffers_(options.broadcast_buffers) {
   broadcast_state(0);
 }
 
@@ -103,6 +56,122 @@ void DistributedDataParallel::join() {
   joined_ = false;
   all_joined_ = false;
   broadcast_state(last_active_rank_);
+}
+
+void DistributedDataParallel::broadcast_state(int root) {
+  if (world_size() == 1) return;
+  NoGradGuard no_grad;
+  process_group()->broadcast(master_.buffer, root);
+  broadcast_buffers_from(root);
+}
+
+void DistributedDataParallel::broadcast_buffers_from(int root) {
+  if (world_size() == 1) return;
+  NoGradGuard no_grad;
+  // One flat tensor per dtype (named_buffers() again each time: a module may replace a buffer).
+  std::map<DType, std::vector<Tensor>> by_dtype;
+  for (auto& [name, t] : module_->named_buffers())
+    if (t.defined() && t.numel() > 0) by_dtype[t.dtype()].push_back(t);
+  for (auto& [dtype, tensors] : by_dtype) {
+    if (tensors.size() == 1) {
+      Tensor t = tensors.front();
+      process_group()->broadcast(t, root);
+      continue;
+    }
+    std::vector<Tensor> flat;
+    for (const Tensor& t : tensors) flat.push_back(t.reshape({t.numel()}));
+    Tensor packed = cat(flat, 0);
+    process_group()->broadcast(packed, root);
+    std::int64_t offset = 0;
+    for (Tensor t : tensors) {
+      t.copy_(narrow(packed, 0, offset, t.numel()).reshape(t.shape()));
+      offset += t.numel();
+    }
+  }
+}
+
+bool DistributedDataParallel::buffer_sync_due() const {
+  return broadcast_buffers_ && forward_param_sync_ && !module_->named_buffers().empty();
+}
+
+DataParallel::GlobalStep DistributedDataParallel::begin_step(const LocalStep& mine) {
+  // One all_gather of (pieces, count, active, sync, samples) per rank.
+  auto& group = *process_group();
+  const int world = group.size();
+  const std::int64_t v[5] = {mine.pieces, mine.count, joined_ ? 0 : 1, mine.sync ? 1 : 0,
+                             mine.samples};
+  Tensor in = tensor(std::span<const std::int64_t>(v, 5));
+  std::vector<Tensor> out;
+  for (int r = 0; r < world; ++r) out.push_back(zeros({5}, kInt64));
+  group.all_gather(out, in);
+  GlobalStep g;
+  int first_active = -1;
+  std::string sync_on, sync_off;  // the active ranks inside and outside no_sync()
+  for (int r = 0; r < world; ++r) {
+    const auto w = out[static_cast<std::size_t>(r)].to_vector<std::int64_t>();
+    g.rank_pieces.push_back(w[0]);
+    g.count += static_cast<double>(w[1]);
+    if (r < group.rank()) g.row_offset += w[4];
+    if (!w[2]) continue;
+    if (first_active < 0) {
+      first_active = r;
+      g.sync = w[3] != 0;
+    }
+    std::string& list = w[3] ? sync_on : sync_off;
+    if (!list.empty()) list += ",";
+    list += std::to_string(r);
+  }
+  if (!sync_on.empty() && !sync_off.empty())
+    throw ValueError("DistributedDataParallel: ranks disagree on no_sync() in this step (ranks " +
+                     sync_off + " inside no_sync, ranks " + sync_on +
+                     " not): every rank must make the same synced and unsynced calls");
+  if (first_active < 0) {
+    all_joined_ = true;
+    g.done = true;
+    return g;
+  }
+  last_active_rank_ = first_active;
+  // Buffers, PyTorch's gate (distributed.h): from the lowest active rank, before the forward.
+  if (buffer_sync_due()) broadcast_buffers_from(first_active);
+  forward_param_sync_ = g.sync;
+  return g;
+}
+
+double DistributedDataParallel::end_step(double share) {
+  // Every rank's share, gathered in rank order: every rank returns the same mean.
+  auto& group = *process_group();
+  Tensor in = tensor(std::span<const double>(&share, 1));
+  std::vector<Tensor> out;
+  for (int r = 0; r < group.size(); ++r) out.push_back(zeros({1}, kFloat64));
+  group.all_gather(out, in);
+  rank_losses_.clear();
+  double mean = 0;
+  for (auto& t : out) {
+    rank_losses_.push_back(t.item());
+    mean += rank_losses_.back();
+  }
+  return mean;
+}
+
+void DistributedDataParallel::before_forward() {
+  // Only a training forward takes part (no collective under no_grad or eval(), distributed.h).
+  if (!GradMode::is_enabled() || !is_training()) return;
+  if (buffer_sync_due()) broadcast_buffers_from(0);
+  forward_param_sync_ = require_backward_grad_sync();
+}
+
+void DistributedDataParallel::reduce_gather_grads(Tensor& total, std::vector<char>& has) {
+  // PyTorch's semantics on the autograd path: the gradient is the mean over ranks of each rank's
+  // gradient of its own loss.
+  auto& group = *process_group();
+  NoGradGuard no_grad;
+  group.all_reduce(total, dist::ReduceOp::Sum);
+  total.mul_(1.0 / group.size());
+  std::vector<std::int64_t> flags(has.begin(), has.end());
+  Tensor f = tensor(std::span<const std::int64_t>(flags));
+  group.all_reduce(f, dist::ReduceOp::Max);
+  const auto agreed = f.to_vector<std::int64_t>();
+  for (std::size_t j = 0; j < has.size(); ++j) has[j] = agreed[j] != 0;
 }
 
 std::shared_ptr<nn::Module> DistributedDataParallel::clone() const {

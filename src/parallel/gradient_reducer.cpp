@@ -1,5 +1,6 @@
 #include "lockstep/parallel/gradient_reducer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -246,13 +247,13 @@ void GradientReducer::reduce_rest() {
       bytes_reduced_ += flags.numel() * static_cast<std::int64_t>(element_size(flags.dtype()));
     read_flags();
     const bool all = completed_ranks_ == group_->size();
-    const std::int64_t n = group_->size(), r = group_->rank();
     if (all)
       for (std::size_t b = 0; b < last; ++b) {
-        // The part this rank summed in the threads backend: [m·r/n, m·(r+1)/n) of the bucket.
-        const std::int64_t m = buckets_[b].hi - buckets_[b].lo;
-        const std::int64_t a = buckets_[b].lo + m * r / n, e = buckets_[b].lo + m * (r + 1) / n;
-        if (a < e) update_(a, e);
+        // The part of the bucket whose sums this rank made (the backend says which: in the threads
+        // backend its slice, still in this core's cache), as the last bucket's epilogue splits it.
+        const auto [a, e] =
+            group_->epilogue_range(buckets_[b].hi - buckets_[b].lo, std::max(root_, 0));
+        if (a < e) update_(buckets_[b].lo + a, buckets_[b].lo + e);
       }
     const std::int64_t base = buckets_[last].lo;
     const dist::ProcessGroup::Epilogue epilogue = [&](std::int64_t lo, std::int64_t hi) {

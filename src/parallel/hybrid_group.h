@@ -3,6 +3,9 @@
 // the threads backend first, then replica 0 of each rank all-reduces the local result with the
 // other ranks, then broadcasts it back to its siblings. The sum is therefore
 // (Σ local replicas) summed over ranks in rank order — the same on every replica of every rank.
+// Member r · L + l is rank r's local replica l (L local replicas per rank); broadcast, all_gather
+// and reduce_scatter follow that numbering (hybrid_group.cpp), so dist::current_group() can hand
+// it to a module's own collectives (SyncBatchNorm).
 #pragma once
 
 #include <memory>
@@ -38,11 +41,24 @@ class HybridGroup : public dist::ProcessGroup {
     if (local_->size() > 1) local_->reduce(tensor, 0, op);
     if (local_->rank() == 0) global_->all_reduce(tensor, op);
   }
-  void broadcast(Tensor&, int) override { unsupported("broadcast"); }
-  void all_gather(std::vector<Tensor>&, const Tensor&) override { unsupported("all_gather"); }
-  void reduce_scatter(Tensor&, const std::vector<Tensor>&, dist::ReduceOp) override {
-    unsupported("reduce_scatter");
+  // Member root = r · L + l (L local replicas per rank): on rank r, local replica l sends to its
+  // siblings; every rank's replica 0 takes part in the broadcast from rank r; then each rank's
+  // replica 0 sends to its siblings.
+  void broadcast(Tensor& tensor, int root) override {
+    check_root("broadcast", root);
+    const int L = local_->size(), root_rank = root / L, root_local = root % L;
+    if (L > 1 && global_->rank() == root_rank && root_local != 0)
+      local_->broadcast(tensor, root_local);
+    if (local_->rank() == 0) global_->broadcast(tensor, root_rank);
+    if (L > 1) local_->broadcast(tensor, 0);
   }
+  // outputs[r · L + l] = member (r, l)'s input: a local all_gather, the ranks' packed blocks
+  // gathered by each rank's replica 0, then handed to its siblings.
+  void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  // The reduction of every member's inputs[rank()] (an all_reduce of the packed inputs; each
+  // member keeps its slice).
+  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                      dist::ReduceOp op) override;
   void barrier() override {
     local_->barrier();
     if (local_->rank() == 0) global_->barrier();
@@ -50,9 +66,6 @@ class HybridGroup : public dist::ProcessGroup {
   }
 
  private:
-  [[noreturn]] static void unsupported(const char* op) {
-    throw Error(std::string("internal: HybridGroup does not implement ") + op);
-  }
   std::shared_ptr<dist::ProcessGroup> local_, global_;
 };
 

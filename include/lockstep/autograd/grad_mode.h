@@ -35,4 +35,19 @@ class EnableGradGuard {
   bool prev_;
 };
 
+/// RAII guard that sets gradient recording on or off in its scope (LibTorch's
+/// `torch::AutoGradMode(enabled)`), restoring the previous mode when it ends.
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : prev_(GradMode::is_enabled()) {
+    GradMode::set_enabled(enabled);
+  }
+  ~AutoGradMode() { GradMode::set_enabled(prev_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool prev_;
+};
+
 }  // namespace lockstep

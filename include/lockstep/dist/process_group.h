@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/core/tensor.h"
@@ -51,6 +52,16 @@ class ProcessGroup {
   virtual void reduce(Tensor& tensor, int dst, ReduceOp op, const Epilogue& epilogue) {
     reduce(tensor, dst, op);
     if (rank() == dst && epilogue) epilogue(0, tensor.numel());
+  }
+  /// The elements [lo, hi) of a `numel`-element reduce(tensor, dst, op, epilogue) whose epilogue
+  /// runs on this rank (which this rank sums, where the backend splits the work), so that a
+  /// caller updating the reduced elements itself can split the work the same way. Default: all of
+  /// them on dst, none elsewhere; the threads backend: the slice this rank sums,
+  /// [numel·rank/size, numel·(rank+1)/size). ValueError for dst outside [0, size()).
+  virtual std::pair<std::int64_t, std::int64_t> epilogue_range(std::int64_t numel, int dst) const {
+    check_root("epilogue_range", dst);
+    return rank() == dst ? std::pair<std::int64_t, std::int64_t>{0, numel}
+                         : std::pair<std::int64_t, std::int64_t>{0, 0};
   }
   /// In place: every rank's `tensor` becomes root's.
   virtual void broadcast(Tensor& tensor, int root = 0) = 0;

@@ -22,6 +22,16 @@
 // listed (see distributed.h). The GPU path is verified by compilation and by the GPU tests, which
 // need a GPU (tests/cuda/).
 //
+// Buffers (BatchNorm's running statistics), as torch.nn.DataParallel keeps them: replica 0's
+// buffers are the wrapped module's own tensors, so the in-place updates its forward makes are
+// the module's (state_dict(), checkpoints and eval() see them); replicas k > 0 receive the
+// module's buffer values before each forward and their own updates are dropped. A forward that
+// replaces a buffer tensor instead of updating it in place is not seen (as in PyTorch). In
+// deterministic mode a step keeps one update, the one its first shard makes (every other shard's
+// forward starts from the buffers as the step found them), so the buffers too are the same for
+// every device count. While a replica runs, dist::current_group() is the group of the
+// wrapper's replicas (dist/current_group.h), for modules that run collectives in forward.
+//
 // Deterministic mode (options.deterministic): the global batch is cut into shards of
 // options.shard_size samples, independent of the device count; each shard's gradient is computed
 // on its own with the same shapes wherever it runs, and shard gradients are combined by one fixed
@@ -49,6 +59,10 @@
 #include "lockstep/parallel/worker.h"
 
 namespace lockstep::parallel {
+
+namespace detail {
+class ReplicaSet;
+}
 
 struct DataParallelOptions {
   /// Bit-identical results for any device count, on CPU devices and on GPUs alike (see above).
@@ -151,13 +165,22 @@ class DataParallel : public nn::Module {
   void register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer);
   /// The registered fused optimizer (null when none).
   const std::shared_ptr<optim::Optimizer>& fused_optim() const { return fused_; }
+  /// Adds `hook`, run right before every step of the fused optimizer (PyTorch's
+  /// Optimizer.register_step_pre_hook), once the gradients are reduced, e.g. gradient clipping:
+  ///   dp.register_step_pre_hook([&] { nn::utils::clip_grad_norm_(dp.parameters(), 1.0); });
+  /// A hook needs every reduced gradient before any update, so with one the step runs at the end
+  /// of forward_backward() instead of on the workers (the same bits). Hooks run in order of
+  /// registration; an exception from one propagates and the step is not made.
+  void register_step_pre_hook(std::function<void()> hook) {
+    step_pre_hooks_.push_back(std::move(hook));
+  }
 
   std::shared_ptr<nn::Module> module() const { return module_; }
   const std::vector<Device>& device_ids() const { return devices_; }
   Device output_device() const { return output_device_; }
   const DataParallelOptions& options() const { return options_; }
   /// The replica on device i (tests and benchmarks inspect them).
-  std::shared_ptr<nn::Module> replica(std::size_t i) const { return replicas_.at(i); }
+  std::shared_ptr<nn::Module> replica(std::size_t i) const;
   /// Parameter bytes copied to replicas (none for CPU devices, which read the master's memory)
   /// plus gradient and has-grad-flag bytes reduced in the last step.
   std::int64_t bytes_moved_last_step() const { return bytes_moved_; }
@@ -228,56 +251,63 @@ class DataParallel : public nn::Module {
   struct Shard {
     std::int64_t start, size;
   };
-  // Across ranks (options_.process_group set): what each rank contributes to a step, exchanged
-  // by one all_gather at its start.
-  struct RankStep {
+
+  // ---- the rank protocol ----------------------------------------------------------------------
+  // What a step agrees with the other ranks. A DataParallel alone agrees with itself (the
+  // defaults below); DistributedDataParallel overrides these hooks (distributed.cpp) and this
+  // class holds no rank logic of its own.
+  struct LocalStep {
     std::int64_t pieces = 0;   // gradient pieces (deterministic mode: shards) of the local batch
     std::int64_t count = 0;    // terms the local loss averages over
-    std::int64_t active = 1;   // 0: the rank has joined (no more data; shadows the collectives)
-    std::int64_t sync = 1;     // require_backward_grad_sync()
-    std::int64_t samples = 0;  // rows of the local batch (dropout keys use global row indices)
+    std::int64_t samples = 0;  // rows of the local batch
+    bool sync = true;          // require_backward_grad_sync()
   };
-  // What the exchange tells every rank about the step.
-  struct StepTotals {
-    std::vector<RankStep> ranks;  // indexed by rank
-    double count = 0;             // Σ count over ranks
-    std::int64_t row_offset = 0;  // Σ samples of the lower ranks: this rank's first global row
-    std::int64_t pieces = 0;      // Σ pieces
-    std::int64_t widest = 0;      // max pieces of one rank
-    int first_active = -1;        // lowest active rank; -1: every rank has joined
-    bool sync = true;             // the active ranks' no_sync() setting
+  struct GlobalStep {
+    double count = 0;             // terms the step's mean loss averages over (all ranks)
+    std::int64_t row_offset = 0;  // this rank's first row in the global batch (dropout keys)
+    bool sync = true;             // whether the step reduces (the active ranks' no_sync())
+    bool done = false;            // every rank has joined: the step computes nothing
+    std::vector<std::int64_t> rank_pieces;  // pieces per rank (deterministic mode's rows)
   };
-  // Exchanges this rank's RankStep with every rank (ValueError on every rank when the active
-  // ranks disagree on no_sync()) and sums it up.
-  StepTotals exchange_step(const RankStep& mine);
-  // Raw per-piece counts (count_s, or b_s without `count`).
-  std::vector<double> piece_counts(const std::vector<Shard>& pieces, const Tensor& target,
-                                   const LossCount& count) const;
-  // Broadcasts the flat parameters and every buffer from `root` (construction; end of join).
-  void broadcast_state(int root);
+  // At the start of forward_backward(), once the local batch is planned.
+  virtual GlobalStep begin_step(const LocalStep& mine);
+  // At its end: the step's mean loss from this rank's weighted share.
+  virtual double end_step(double share) { return share; }
+  // Deterministic mode: the step's shard gradient rows `slots` [rows, parameters], their
+  // has-gradient flags and weighted losses, in global shard order (across ranks: every rank's,
+  // gathered; alone: as they are).
+  struct ShardRows {
+    Tensor rows;
+    std::vector<std::vector<char>> had;
+    std::vector<double> losses;
+  };
+  virtual ShardRows gather_shards(ShardRows local, const GlobalStep& step) { return local; }
+  // The gather path's backward: the flat gradient summed over this process's replicas and its
+  // has-gradient flags (across ranks: averaged over ranks, flags agreed).
+  virtual void reduce_gather_grads(Tensor& total, std::vector<char>& has) {}
+  // Before the gather path's forward().
+  virtual void before_forward() {}
+  // Whether this rank has joined (DistributedDataParallel::join): its steps shadow the others'.
+  virtual bool joined() const { return false; }
 
+  // ---- the training paths (data_parallel_forward.cpp, _reducer.cpp, _deterministic.cpp) ------
   // How a batch is cut: pieces (samples [start, start + size)) and, per device, the range of
   // pieces it processes.
   struct Plan {
     std::vector<Shard> pieces;
     std::vector<std::pair<std::size_t, std::size_t>> ranges;
   };
-  // Runs f(k) for k in [0, n) on the workers concurrently; waits for all; rethrows the first
-  // error (in device order) with the device named.
-  void run_on_workers(std::size_t n, const std::function<void(std::size_t)>& f);
-  void sync_replica(std::size_t k);
-  // Whether replica k holds its own copy of the parameters (a device that does not share the
-  // master's memory) and the bytes sync_replica copies for the first `replicas` replicas.
-  bool replica_copies_master(std::size_t k) const;
-  std::int64_t parameter_copy_bytes(std::size_t replicas) const;
+  Plan plan(std::int64_t batch) const;
+  std::vector<Shard> shards(std::int64_t batch) const;
+  std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t nshards) const;
+  // Raw per-piece counts (count_s, or b_s without `count`).
+  std::vector<double> piece_counts(const std::vector<Shard>& pieces, const Tensor& target,
+                                   const LossCount& count) const;
   // Before each step: a master parameter whose data was replaced (`set_data`, PyTorch's
   // `param.data = ...`) is copied back into the flat buffer; one moved to another device or
   // reshaped is an error; so is one frozen / unfrozen (requires_grad changed) since wrapping when
   // the step computes gradients (`gradients`).
   void check_master(bool gradients);
-  std::vector<Shard> shards(std::int64_t batch) const;
-  std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t nshards) const;
-  Plan plan(std::int64_t batch) const;
   // Copies replica k's gradients into row `row` of `rows` (its block, see row_blocks), marking
   // in `had` (one flag per parameter) which parameters had one.
   void store_piece_grads(std::size_t k, const Tensor& rows, std::int64_t row,
@@ -298,8 +328,6 @@ class DataParallel : public nn::Module {
   std::vector<char> reduce_slots(const Tensor& slots, const std::vector<std::vector<char>>& had);
   Tensor forward_backward_deterministic(const Tensor& input, const Tensor& target,
                                         const LossFn& loss_fn, const LossCount& count);
-  // Backward of loss · weight, with the checks forward_backward documents.
-  void backward_weighted(const Tensor& loss, double weight) const;
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
   // Before the reducer path overwrites master_grad_ (replica 0's reducer buffer): when a .grad
   // handed out from it is still alive (held by a parameter that was not zero_grad()ed, or by the
@@ -316,6 +344,14 @@ class DataParallel : public nn::Module {
   // ValueError unless the reducer path's step can be captured into a CUDA graph: one GPU, no
   // process group, synced (no no_sync() pending), a non-empty batch.
   void check_graph_capturable(std::int64_t batch) const;
+  // Who makes the fused optimizer's step of a forward_backward() (the one place that decides):
+  // nobody (no fused optimizer, inside no_sync(), a joined rank); the workers inside the last
+  // reduction (one process on CPU devices, nothing `seeded` from no_sync(), no .grad held from
+  // before, no pre-step hook); or the calling thread at the end of forward_backward() after the
+  // pre-step hooks (every other call that reduced; under CUDA graph capture that is inside the
+  // captured step, parallel/cuda_graph_step.h).
+  enum class StepPlace { None, Workers, End };
+  StepPlace step_place(bool seeded) const;
   // The fused optimizer's update of flat elements [lo, hi) on worker k (its reducer's update,
   // GradientReducer::set_update): the parts of optimized parameters with a gradient; grads[j] is
   // master parameter j's reduced gradient.
@@ -330,9 +366,7 @@ class DataParallel : public nn::Module {
   Tensor master_grad_;
   // The .grad views of master_grad_ handed to master parameters (see renew_master_grad_if_held).
   std::vector<std::weak_ptr<TensorImpl>> handed_out_;
-  std::vector<std::shared_ptr<nn::Module>> replicas_;
-  std::vector<FlatBuffer> replica_flat_;
-  std::vector<std::unique_ptr<DeviceWorker>> workers_;
+  std::unique_ptr<detail::ReplicaSet> replicas_;
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
   std::uint64_t step_ = 0;
@@ -342,6 +376,7 @@ class DataParallel : public nn::Module {
   std::vector<int> fused_index_;
   bool reduced_ = false;
   bool fused_done_ = false;
+  std::vector<std::function<void()>> step_pre_hooks_;
   // no_sync() state: whether forward_backward reduces, per-replica local gradient sums (flat,
   // in the replica's layout) and which parameters they hold.
   bool require_sync_ = true;
@@ -349,13 +384,6 @@ class DataParallel : public nn::Module {
   std::vector<Tensor> local_grad_;
   std::vector<std::vector<char>> local_has_;
   std::int64_t bytes_moved_ = 0;
-  // Across ranks: whether this rank has joined (DistributedDataParallel::join), whether every
-  // rank has (the join loop ends), the lowest rank still active in the last step any rank was,
-  // and each rank's weighted loss of the last step.
-  bool joined_ = false;
-  bool all_joined_ = false;
-  int last_active_rank_ = 0;
-  std::vector<double> rank_losses_;
   // Graphs recorded by forward() hold a weak reference: a backward after the wrapper is gone
   // throws instead of touching freed replicas.
   std::shared_ptr<char> alive_ = std::make_shared<char>(0);

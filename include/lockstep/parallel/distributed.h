@@ -42,6 +42,23 @@
 // over ranks of each rank's gradient of its own loss (all-reduced after this rank's backward).
 // Under eval() / no_grad, forward() does no collective.
 //
+// Buffers (broadcast_buffers, default on; PyTorch's torch/nn/parallel/distributed.py): each rank's
+// forward updates its own buffers (BatchNorm's running statistics from its local batch); the
+// buffers of the lowest rank active in the step (rank 0 unless it has joined) are broadcast to
+// every rank at the start of a training step, after the step's exchange, in one collective per
+// dtype. The gate is PyTorch's require_forward_param_sync: a step broadcasts when the training
+// step before it synchronized (the first step does), so with K-step accumulation the first
+// micro-step inside no_sync() broadcasts and the later ones and the synced K-th do not; once per
+// optimizer step, as in PyTorch. Deterministic mode reduces every call, so every step
+// broadcasts. forward() under no_grad or eval() does no collective and leaves the gate as it is
+// (PyTorch broadcasts before the first no_grad forward after training and then skips the first
+// training step after the evaluation; a collective there hangs when only some ranks evaluate,
+// and the gate would then differ between ranks): the first training step after an evaluation
+// broadcasts. Call sync_buffers() before an evaluation that must see rank 0's buffers on every
+// rank. Under join() the lowest active rank's buffers win (PyTorch picks the highest active
+// rank); at its end the lowest rank active in the last real step broadcasts parameters and
+// buffers (below).
+//
 // Uneven inputs (join semantics, torch's Join context): a rank that has run out of batches calls
 // join(); until every rank has joined it shadows the others' steps, contributing zero gradient to
 // every collective, so no rank hangs. When all have joined, the parameters and buffers of the
@@ -79,6 +96,11 @@ struct DistributedDataParallelOptions {
   std::uint64_t seed = 0;
   /// Intra-op threads per local device; 0: max(1, usable cores / local devices).
   int threads_per_device = 0;
+  /// PyTorch's broadcast_buffers: the module's buffers (BatchNorm's running statistics) of the
+  /// lowest active rank (rank 0 unless it has joined) are broadcast to every rank at the start of
+  /// training steps, gated as PyTorch gates it (see "Buffers" above). Off: each rank keeps its
+  /// own buffers (construction and join() still broadcast them).
+  bool broadcast_buffers = true;
 };
 
 /// How a global batch of `batch` samples is cut across `parts` ranks (or devices): sizes as
@@ -128,9 +150,41 @@ class DistributedDataParallel : public DataParallel {
   /// count; they sum to the returned loss), indexed by rank.
   const std::vector<double>& rank_losses() const { return rank_losses_; }
 
+  /// Broadcasts rank 0's buffers to every rank now (PyTorch's DDP._sync_buffers), e.g. before an
+  /// evaluation that reads running statistics when broadcast_buffers is off, or after the last
+  /// step. A collective: every rank calls it. Does nothing for a module without buffers.
+  void sync_buffers() { broadcast_buffers_from(0); }
+
   std::string name() const override { return "DistributedDataParallel"; }
   /// ValueError: a DistributedDataParallel is built collectively by every rank, not cloned.
   std::shared_ptr<nn::Module> clone() const override;
+
+ protected:
+  GlobalStep begin_step(const LocalStep& mine) override;
+  double end_step(double share) override;
+  ShardRows gather_shards(ShardRows local, const GlobalStep& step) override;
+  void reduce_gather_grads(Tensor& total, std::vector<char>& has) override;
+  void before_forward() override;
+  bool joined() const override { return joined_; }
+
+ private:
+  // Broadcasts the flat parameters and every buffer from `root` (construction; end of join).
+  void broadcast_state(int root);
+  // Every buffer from `root`, in one collective per dtype (int64 buffers travel exactly).
+  void broadcast_buffers_from(int root);
+  // Whether this training forward broadcasts buffers (PyTorch's will_sync_module_buffers), and
+  // the flag's update after it: true after a synced training forward, false after one inside
+  // no_sync() (PyTorch's require_forward_param_sync).
+  bool buffer_sync_due() const;
+
+  bool broadcast_buffers_ = true;
+  bool forward_param_sync_ = true;
+  // Whether this rank has joined, whether every rank has (the join loop ends), the lowest rank
+  // still active in the last step any rank was, and each rank's weighted loss of the last step.
+  bool joined_ = false;
+  bool all_joined_ = false;
+  int last_active_rank_ = 0;
+  std::vector<double> rank_losses_;
 };
 
 }  // namespace lockstep::parallel

@@ -67,6 +67,10 @@ class ThreadGroup : public ProcessGroup {
  public:
   ThreadGroup(std::shared_ptr<Shared> shared, int rank) : s_(std::move(shared)), rank_(rank) {}
   int rank() const override { return rank_; }
+  std::pair<std::int64_t, std::int64_t> epilogue_range(std::int64_t numel, int dst) const override {
+    check_root("epilogue_range", dst);
+    return my_slice(numel);
+  }
   int size() const override { return s_->size; }
   std::string backend() const override { return "threads"; }
 

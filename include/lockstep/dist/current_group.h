@@ -1,0 +1,33 @@
+// The process group of the replica running on this thread: how a module whose forward or
+// backward runs a collective (SyncBatchNorm) finds the group that spans every replica of the
+// step, without the nn layer knowing the parallel one. DataParallel and DistributedDataParallel
+// install it around each replica's work on the thread that runs it.
+#pragma once
+
+#include "lockstep/dist/process_group.h"
+
+namespace lockstep::dist {
+
+/// The group installed on this thread, or null outside a replica's work. Under DataParallel it
+/// is the in-process group of the wrapper's devices (threads on CPU devices, NCCL on GPUs) with
+/// replica k as rank k; under DistributedDataParallel the group of every rank's local replicas,
+/// ranks × local devices (rank r's replica k is member r · devices + k; with one device per rank
+/// the same ranks as the process group). It spans all of the wrapper's replicas, also in a step
+/// where some have an empty chunk: such a replica does not run forward today, so a collective
+/// inside forward is only safe when every chunk is non-empty (batch ≥ devices on every rank).
+/// In deterministic mode it is the group of the devices, not of the step's shards.
+ProcessGroup* current_group();
+
+/// RAII: installs `group` (may be null) for the calling thread; restores the previous one.
+class CurrentGroupGuard {
+ public:
+  explicit CurrentGroupGuard(ProcessGroup* group);
+  ~CurrentGroupGuard();
+  CurrentGroupGuard(const CurrentGroupGuard&) = delete;
+  CurrentGroupGuard& operator=(const CurrentGroupGuard&) = delete;
+
+ private:
+  ProcessGroup* prev_;
+};
+
+}  // namespace lockstep::dist

@@ -1,0 +1,100 @@
+// DataParallel's deterministic mode (route (a), docs/design.md): the global batch is cut into
+// shards of shard_size samples fixed by B alone; each shard's forward/backward runs on its own,
+// single-threaded, and writes its gradient into row s of a [shards, parameters] buffer; the rows
+// are summed by one fixed pairwise tree over shard indices (src/parallel/tree_sum.h). Across
+// ranks DistributedDataParallel's gather_shards puts every rank's rows in global shard order
+// first, so the bits equal one process's with the same shards.
+#include <cmath>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/ops/ops.h"
+#include "lockstep/parallel/data_parallel.h"
+#include "parallel/detail.h"
+#include "parallel/replicas.h"
+
+namespace lockstep::parallel {
+
+using detail::clear_grads;
+using detail::normalized;
+using detail::sum_of;
+using detail::tree_sum;
+
+Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const Tensor& target,
+                                                    const LossFn& loss_fn, const LossCount& count) {
+  const std::int64_t batch = input.size(0);
+  const bool across_ranks = options_.process_group != nullptr;
+  Plan pl = plan(batch);
+  // Across ranks an empty local batch has no shards (alone it keeps one empty piece so the step
+  // still produces a gradient-free result).
+  if (across_ranks && batch == 0) {
+    pl.pieces.clear();
+    pl.ranges.clear();
+  }
+  const std::vector<double> counts = piece_counts(pl.pieces, target, count);
+  // Every call reduces (no_sync() is a documented no-op here).
+  const GlobalStep g = begin_step({static_cast<std::int64_t>(pl.pieces.size()),
+                                   static_cast<std::int64_t>(sum_of(counts)), batch, true});
+  if (g.done) return scalar_tensor(std::nan(""), master_.buffer.options());
+  std::int64_t widest = 0;
+  for (auto m : g.rank_pieces) widest = std::max(widest, m);
+  const std::uint64_t step = step_++;
+  const bool empty = g.count == 0;
+  const std::vector<double> weights = normalized(counts, g.count);
+  const std::size_t nparams = master_.params.size();
+  // Row s of `slots` (on device_ids[0]) is shard s's gradient (across ranks padded to the widest
+  // rank). Each worker writes its shards' rows into its block (row_blocks: a view of `slots`, or
+  // on another GPU a buffer of its own, copied into `slots` by gather_rows once every worker is
+  // done).
+  Tensor slots = zeros({std::max<std::int64_t>(widest, 1), master_.numel}, master_.buffer.options());
+  const std::vector<Tensor> blocks = row_blocks(slots, pl);
+  std::vector<std::vector<char>> had(pl.pieces.size(), std::vector<char>(nparams, 0));
+  std::vector<double> losses(pl.pieces.size(), 0.0);
+  // On GPUs the copies that read another GPU (the master's parameters on device_ids[0], a batch
+  // on a GPU) are made on this thread before the workers start, as the reducer path does.
+  const bool copy_first = devices_.front().is_cuda();
+  std::vector<Tensor> xs(pl.pieces.size()), ys(pl.pieces.size());
+  if (copy_first)
+    for (std::size_t k = 0; k < pl.ranges.size(); ++k) {
+      replicas_->copy_in(k);
+      for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+        if (weights[s] == 0) continue;
+        xs[s] = replicas_->piece_of(input, pl.pieces[s].start, pl.pieces[s].size, k);
+        ys[s] = replicas_->piece_of(target, pl.pieces[s].start, pl.pieces[s].size, k);
+      }
+    }
+  // Buffers: one update per step, the one this process's first shard makes (replicas.h).
+  replicas_->push_buffers(pl.ranges.size());
+  detail::ReplicaSet::ShardBuffers shard_buffers(*replicas_, pl.ranges.size());
+  replicas_->run(
+      pl.ranges.size(),
+      [&](std::size_t k) {
+        if (!copy_first) replicas_->copy_in(k);
+        for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+          const Shard& piece = pl.pieces[s];
+          if (weights[s] == 0) continue;
+          clear_grads(*replicas_->module(k));
+          Tensor x = copy_first ? xs[s] : replicas_->piece_of(input, piece.start, piece.size, k);
+          Tensor y = copy_first ? ys[s] : replicas_->piece_of(target, piece.start, piece.size, k);
+          shard_buffers.before(k, s == 0);
+          Tensor loss = replicas_->train_piece(
+              k, x, y, {options_.seed, step, g.row_offset + piece.start}, weights[s], loss_fn);
+          shard_buffers.after(k, s == 0);
+          losses[s] = loss.item() * weights[s];
+          store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
+                            had[s]);
+        }
+        clear_grads(*replicas_->module(k));
+      },
+      /*single_thread=*/true);
+  shard_buffers.finish();
+  // Bytes moved: parameters copied to the other local devices and the rows they computed copied
+  // back (GPUs); gather_shards adds what crosses ranks.
+  bytes_moved_ = replicas_->parameter_copy_bytes(pl.ranges.size()) + gather_rows(slots, blocks, pl);
+  ShardRows all = gather_shards({slots, std::move(had), std::move(losses)}, g);
+  std::vector<char> any = reduce_slots(all.rows, all.had);
+  accumulate_master_grads(narrow(all.rows, 0, 0, 1).reshape({master_.numel}), any);
+  reduced_ = true;
+  return scalar_tensor(empty ? std::nan("") : tree_sum(all.losses), master_.buffer.options());
+}
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,305 @@
+// DataParallel's reducer path (forward_backward without deterministic mode): each replica's loss
+// on its own chunk, weighted by its share of the global batch, gradients bucketed and reduced by
+// GradientReducer while backward runs; no_sync() accumulation; the fused optimizer's update on
+// the workers.
+#include <algorithm>
+#include <cmath>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/cuda/graph.h"
+#include "lockstep/ops/ops.h"
+#include "lockstep/parallel/data_parallel.h"
+#include "parallel/detail.h"
+#include "parallel/replicas.h"
+
+namespace lockstep::parallel {
+
+using detail::clear_grads;
+using detail::normalized;
+using detail::sum_of;
+
+Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
+                                      const nn::CrossEntropyLoss& loss) {
+  const std::int64_t ignore = loss.ignore_index;
+  return forward_backward(input, target, loss, [ignore](const Tensor& t) {
+    std::int64_t n = 0;
+    for (auto v : t.to_vector<std::int64_t>()) n += v != ignore;
+    return n;
+  });
+}
+
+Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
+                                      const LossFn& loss_fn, const LossCount& count) {
+  if (!input.defined() || !target.defined() || input.dim() < 1 || target.dim() < 1 ||
+      input.size(0) != target.size(0))
+    throw ShapeError("DataParallel::forward_backward: input " +
+                     (input.defined() ? input.shape().str() : std::string("undefined")) +
+                     " and target " +
+                     (target.defined() ? target.shape().str() : std::string("undefined")) +
+                     " must have the same batch dimension");
+  check_master(true);
+  reduced_ = false;
+  fused_done_ = false;
+  Tensor loss = options_.deterministic
+                    ? forward_backward_deterministic(input, target, loss_fn, count)
+                    : forward_backward_reducer(input, target, loss_fn, count);
+  // The fused optimizer's step where the workers did not make it (step_place): a call that
+  // reduced into .grad (deterministic mode reduces inside no_sync() too, but makes no step there).
+  if (reduced_ && !fused_done_ && step_place(local_pending_) != StepPlace::None) {
+    for (const auto& hook : step_pre_hooks_) hook();
+    fused_->step();
+  }
+  return loss;
+}
+
+DataParallel::StepPlace DataParallel::step_place(bool seeded) const {
+  if (!fused_ || !require_sync_ || joined()) return StepPlace::None;
+  // On the workers only when the update uses exactly the reduced gradients: nothing seeded from
+  // no_sync(), no .grad to accumulate into, one process on CPU devices (across ranks, replica 0
+  // reduces with the other ranks after its siblings' reductions have returned; on GPUs step()
+  // is one launch anyway), and no pre-step hook (it needs every gradient first).
+  bool workers = !seeded && !options_.process_group && devices_.front().is_cpu() &&
+                 step_pre_hooks_.empty();
+  for (std::size_t j = 0; workers && j < master_.params.size(); ++j)
+    workers = !master_.params[j].grad().defined();
+  return workers ? StepPlace::Workers : StepPlace::End;
+}
+
+Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor& target,
+                                              const LossFn& loss_fn, const LossCount& count) {
+  const std::int64_t batch = input.size(0);
+  const std::size_t n = devices_.size();
+  auto sizes = split_sizes(batch, static_cast<std::int64_t>(n));
+  std::vector<std::int64_t> starts(n, 0);
+  std::vector<Shard> pieces;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k > 0) starts[k] = starts[k - 1] + sizes[k - 1];
+    pieces.push_back({starts[k], sizes[k]});
+  }
+  // Captured into a CUDA graph (parallel/cuda_graph_step.h): one GPU, one process, synced;
+  // nothing read back on the host: the chunk's weight is 1 (its rows, not the count of targets
+  // that are not ignored, which would be read from the device) and the loss stays on the device.
+  const bool capturing =
+      devices_.front().is_cuda() && cuda::is_current_stream_capturing(devices_.front().index);
+  if (capturing) check_graph_capturable(batch);
+  const std::vector<double> counts = piece_counts(pieces, target, capturing ? LossCount() : count);
+  double total = sum_of(counts);
+  // Across ranks (DistributedDataParallel's begin_step): the loss is weighted by the global
+  // count, row i of this rank's batch is row row_offset + i of the global batch (dropout masks
+  // are keyed by that global index), and a rank that joined follows the others' no_sync()
+  // setting with an empty batch.
+  const GlobalStep g = begin_step(
+      {static_cast<std::int64_t>(n), static_cast<std::int64_t>(total), batch, require_sync_});
+  if (g.done) return scalar_tensor(std::nan(""), master_.buffer.options());
+  total = g.count;
+  const std::int64_t row_offset = g.row_offset;
+  const bool sync = g.sync;
+  dist::ProcessGroup* group = options_.process_group.get();
+  const std::uint64_t step = step_++;
+  const bool empty = total == 0;
+  const std::vector<double> weights = normalized(counts, total);
+  std::vector<double> losses(n, 0.0);
+  std::vector<Tensor> device_losses(n);  // under capture: each replica's loss, on its device
+  // The step's mean loss over the global batch (across ranks: end_step sums every rank's share,
+  // so every rank returns the same value).
+  auto mean_loss = [&]() {
+    // One replica of weight 1: its loss tensor is the mean (what loss.item() · 1 gives eagerly).
+    if (capturing) return device_losses[0].detach();
+    const double mean = end_step(sum_of(losses));
+    return scalar_tensor(empty ? std::nan("") : mean, master_.buffer.options());
+  };
+  // On GPUs the copies that read another GPU (the master's parameters on cuda:0, a batch that
+  // lives on a GPU) are made here, on this thread, before the workers start. Made by worker k,
+  // such a copy waits for cuda:0's compute stream, which may by then be waiting for an NCCL
+  // reduce that needs worker k's own share: a deadlock (a scheduling race on 2+ GPUs).
+  const bool copy_first = devices_.front().is_cuda();
+  std::vector<Tensor> xs(n), ys(n);
+  if (copy_first)
+    for (std::size_t k = 0; k < n; ++k) {
+      if (weights[k] == 0) continue;
+      replicas_->copy_in(k);
+      xs[k] = replicas_->piece_of(input, starts[k], sizes[k], k);
+      ys[k] = replicas_->piece_of(target, starts[k], sizes[k], k);
+    }
+  // Buffers (replicas.h): replica 0 updates the module's own, the others start from its values.
+  replicas_->push_buffers(n);
+  // Replica k's share of the step: refresh its parameters, forward and loss on its chunk,
+  // backward of the weighted loss (its gradients land in its own flat gradient buffer).
+  auto replica_step = [&](std::size_t k) {
+    if (!copy_first) replicas_->copy_in(k);
+    Tensor x = copy_first ? xs[k] : replicas_->piece_of(input, starts[k], sizes[k], k);
+    Tensor y = copy_first ? ys[k] : replicas_->piece_of(target, starts[k], sizes[k], k);
+    Tensor loss = replicas_->train_piece(k, x, y, {options_.seed, step, row_offset + starts[k]},
+                                         weights[k], loss_fn);
+    if (capturing)
+      device_losses[k] = loss;
+    else
+      losses[k] = loss.item() * weights[k];
+  };
+  if (!sync) {
+    // no_sync(): forward and backward on every replica, nothing reduced. Replica gradients are
+    // added into the local buffers only once every replica succeeded.
+    replicas_->run(n, [&](std::size_t k) {
+      clear_grads(*replicas_->module(k));
+      if (weights[k] == 0) return;
+      replica_step(k);
+    });
+    if (local_grad_.empty()) {
+      for (std::size_t k = 0; k < n; ++k) {
+        local_grad_.push_back(zeros({master_.numel}, replicas_->flat(k).buffer.options()));
+        local_has_.emplace_back(master_.params.size(), 0);
+      }
+    }
+    replicas_->run(n, [&](std::size_t k) { accumulate_local(k); });
+    local_pending_ = true;
+    bytes_moved_ = replicas_->parameter_copy_bytes(n);
+    return mean_loss();
+  }
+  const bool seed = local_pending_;
+  // The fused optimizer's update on the workers, block by block inside the reduction (step_place).
+  const bool sliced = step_place(seed) == StepPlace::Workers;
+  // master_grad_ is replica 0's reducer buffer, which this step overwrites.
+  renew_master_grad_if_held();
+  std::vector<char> candidates;
+  std::vector<Tensor> grad_views;  // master parameter j's gradient in replica 0's buffer
+  if (sliced) {
+    candidates.assign(fused_->params().size(), 0);
+    for (std::size_t j = 0; j < master_.params.size(); ++j) {
+      grad_views.push_back(master_.view_of(master_grad_, j));
+      if (fused_index_[j] >= 0 && master_.params[j].requires_grad())
+        candidates[static_cast<std::size_t>(fused_index_[j])] = 1;
+    }
+    fused_->begin_sliced_step(candidates);
+  }
+  // The reducers call the update from finalize() (see GradientReducer::set_update); it reads
+  // grad_views, so it is cleared again when this call ends, also by an exception.
+  for (std::size_t k = 0; k < n; ++k) {
+    if (sliced)
+      reducers_[k]->set_update([this, k, &grad_views](std::int64_t lo, std::int64_t hi) {
+        fused_update(k, lo, hi, grad_views);
+      });
+    else
+      reducers_[k]->set_update(nullptr);
+  }
+  // When the call throws, the sliced step also ends, with nothing updated (nothing was).
+  struct ClearUpdates {
+    std::vector<std::unique_ptr<GradientReducer>>& reducers;
+    optim::Optimizer* sliced_step;  // null once ended (or when not sliced)
+    ~ClearUpdates() {
+      if (!sliced_step) return;
+      for (auto& r : reducers) r->set_update(nullptr);
+      try {
+        sliced_step->end_sliced_step(std::vector<char>(sliced_step->params().size(), 0));
+      } catch (...) {
+      }
+    }
+  } clear_updates{reducers_, sliced ? fused_.get() : nullptr};
+  replicas_->run(n, [&](std::size_t k) {
+    reducers_[k]->prepare();
+    if (seed) seed_from_local(k);
+    // A replica that fails still takes part in every remaining collective (contributing zeros),
+    // so the others finish their step instead of waiting for it; then its error is rethrown. It
+    // counts as not completed, so no reducer applies the fused optimizer's update.
+    struct AbandonOnError {
+      GradientReducer& r;
+      bool done = false;
+      ~AbandonOnError() {
+        if (!done) try {
+            r.abandon();
+          } catch (...) {
+          }
+      }
+    } guard{*reducers_[k]};
+    if (weights[k] > 0) replica_step(k);
+    guard.done = true;
+    reducers_[k]->finalize();  // with the fused optimizer: also its update (set_update above)
+  });
+  bytes_moved_ = replicas_->parameter_copy_bytes(n);
+  for (std::size_t k = 0; k < n; ++k) bytes_moved_ += reducers_[k]->bytes_reduced();
+  std::vector<char> has(master_.params.size());
+  for (std::size_t j = 0; j < has.size(); ++j) {
+    has[j] = reducers_[0]->has_grad(j);
+    // A parameter with pending no_sync() gradients but none in this call: its bucket was still
+    // reduced (finalize reduces every bucket's whole range), the reducer just did not flag it.
+    if (seed)
+      for (std::size_t k = 0; k < n; ++k) has[j] = has[j] || local_has_[k][j];
+  }
+  accumulate_master_grads(reducers_[0]->flat_grad(), has);
+  reduced_ = true;
+  if (sliced) {
+    std::vector<char> updated(candidates.size(), 0);
+    for (std::size_t j = 0; j < has.size(); ++j)
+      if (fused_index_[j] >= 0 && has[j])
+        updated[static_cast<std::size_t>(fused_index_[j])] =
+            candidates[static_cast<std::size_t>(fused_index_[j])];
+    for (auto& r : reducers_) r->set_update(nullptr);
+    clear_updates.sliced_step = nullptr;
+    fused_->end_sliced_step(updated);
+    fused_done_ = true;
+  }
+  for (std::size_t k = 0; k < n; ++k) clear_grads(*replicas_->module(k));
+  if (seed) {
+    NoGradGuard no_grad;
+    for (std::size_t k = 0; k < n; ++k) {
+      local_grad_[k].zero_();
+      std::fill(local_has_[k].begin(), local_has_[k].end(), 0);
+    }
+    local_pending_ = false;
+  }
+  return mean_loss();
+}
+
+void DataParallel::check_graph_capturable(std::int64_t batch) const {
+  std::string why;
+  if (devices_.size() != 1)
+    why = "it runs on " + std::to_string(devices_.size()) +
+          " GPUs (the copies between them and the per-GPU streams are not captured; one GPU "
+          "per process, or eager steps)";
+  else if (options_.process_group)
+    why = "it is a DistributedDataParallel (its step exchanges counts and losses on the host)";
+  else if (!require_sync_ || local_pending_)
+    why = "no_sync() gradient accumulation is in progress";
+  else if (batch == 0)
+    why = "the batch is empty";
+  if (!why.empty())
+    throw ValueError(
+        "DataParallel::forward_backward under CUDA graph capture: not supported "
+        "because " +
+        why);
+}
+
+void DataParallel::fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,
+                                const std::vector<Tensor>& grads) {
+  const GradientReducer& reducer = *reducers_[k];
+  const std::size_t nparams = master_.params.size();
+  // The first parameter overlapping [lo, hi), then the following ones.
+  std::size_t j = static_cast<std::size_t>(
+      std::upper_bound(master_.offsets.begin(), master_.offsets.end(), lo) -
+      master_.offsets.begin());
+  j = j > 0 ? j - 1 : 0;
+  for (; j < nparams && master_.offsets[j] < hi; ++j) {
+    const int i = fused_index_[j];
+    if (i < 0 || !reducer.has_grad(j)) continue;  // not optimized / no gradient on any replica
+    const std::int64_t off = master_.offsets[j], numel = master_.shapes[j].numel();
+    const std::int64_t a = std::max(lo, off) - off, e = std::min(hi, off + numel) - off;
+    if (a < e) fused_->update_slice(static_cast<std::size_t>(i), grads[j], a, e);
+  }
+}
+
+void DataParallel::accumulate_local(std::size_t k) {
+  NoGradGuard no_grad;
+  for (std::size_t j = 0; j < master_.params.size(); ++j) {
+    Tensor g = replicas_->flat(k).params[j].grad();
+    if (!g.defined()) continue;
+    replicas_->flat(k).view_of(local_grad_[k], j).add_(g.to(devices_[k]));
+    local_has_[k][j] = 1;
+  }
+  clear_grads(*replicas_->module(k));
+}
+
+void DataParallel::seed_from_local(std::size_t k) {
+  for (std::size_t j = 0; j < master_.params.size(); ++j)
+    if (local_has_[k][j]) reducers_[k]->seed(j, replicas_->flat(k).view_of(local_grad_[k], j));
+}
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,61 @@
+// HybridGroup's gathers (hybrid_group.h).
+#include "parallel/hybrid_group.h"
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/ops/ops.h"
+
+namespace lockstep::parallel::detail {
+
+namespace {
+
+void check_count(const char* op, std::size_t got, int want) {
+  if (got != static_cast<std::size_t>(want))
+    throw ValueError(std::string(op) + ": expected " + std::to_string(want) +
+                     " tensors (one per member), got " + std::to_string(got));
+}
+
+}  // namespace
+
+void HybridGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_count("all_gather", outputs.size(), size());
+  NoGradGuard no_grad;
+  const int L = local_->size(), G = global_->size();
+  const std::int64_t n = input.numel();
+  std::vector<Tensor> locals;
+  for (int l = 0; l < L; ++l) locals.push_back(zeros({n}, input.options()));
+  if (L > 1)
+    local_->all_gather(locals, input.reshape({n}));
+  else
+    locals[0].copy_(input.reshape({n}));
+  // Every member: [G · L · n], rank r's block at r · L · n.
+  Tensor all = zeros({static_cast<std::int64_t>(G) * L * n}, input.options());
+  if (local_->rank() == 0) {
+    std::vector<Tensor> blocks;
+    for (int r = 0; r < G; ++r) blocks.push_back(zeros({L * n}, input.options()));
+    global_->all_gather(blocks, L > 1 ? cat(locals, 0) : locals[0]);
+    all.copy_(G > 1 ? cat(blocks, 0) : blocks[0]);
+  }
+  if (L > 1) local_->broadcast(all, 0);
+  for (int m = 0; m < size(); ++m)
+    outputs[static_cast<std::size_t>(m)].copy_(
+        narrow(all, 0, m * n, n).reshape(outputs[static_cast<std::size_t>(m)].shape()));
+}
+
+void HybridGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                 dist::ReduceOp op) {
+  check_count("reduce_scatter", inputs.size(), size());
+  NoGradGuard no_grad;
+  const std::int64_t n = output.numel();
+  std::vector<Tensor> flat;
+  for (const Tensor& t : inputs) {
+    if (t.numel() != n)
+      throw ShapeError("reduce_scatter: input " + t.shape().str() + " does not match output " +
+                       output.shape().str());
+    flat.push_back(t.reshape({n}));
+  }
+  Tensor packed = cat(flat, 0);
+  all_reduce(packed, op);
+  output.copy_(narrow(packed, 0, rank() * n, n).reshape(output.shape()));
+}
+
+}  // namespace lockstep::parallel::detail

@@ -1,0 +1,200 @@
+// DataParallel's replicas: construction, the worker runs, copy-in, buffers and the replica block.
+#include "parallel/replicas.h"
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/core/parallel.h"
+#include "lockstep/dist/current_group.h"
+#include "lockstep/ops/autocast.h"
+#include "parallel/detail.h"
+
+namespace lockstep::parallel::detail {
+
+ReplicaSet::ReplicaSet(nn::Module& module, FlatBuffer& master, const std::vector<Device>& devices,
+                       int threads)
+    : module_(module), master_(master), devices_(devices), threads_(threads) {
+  for (std::size_t k = 0; k < devices_.size(); ++k) {
+    auto replica = module_.clone();
+    replica->to(devices_[k]);
+    // Replica 0 lives on the master's device and reads the master buffer itself; so do the
+    // replicas on the other CPU devices (an alias of the same memory), since cpu:k devices share
+    // RAM: nothing is copied to them before a step. Replicas on other device types get a copy.
+    const bool shared = k == 0 || (devices_[k].is_cpu() && devices_.front().is_cpu());
+    flat_.push_back(
+        FlatBuffer::build(replica->parameters(), devices_[k], shared ? &master_.buffer : nullptr));
+    replicas_.push_back(std::move(replica));
+    workers_.push_back(std::make_unique<DeviceWorker>(devices_[k], threads_));
+  }
+  push_buffers(1);  // replica 0 shares the module's buffers from the start
+}
+
+ReplicaSet::~ReplicaSet() { workers_.clear(); }
+
+void ReplicaSet::train(bool on) {
+  for (auto& r : replicas_) r->train(on);
+}
+
+void ReplicaSet::run(std::size_t n, const std::function<void(std::size_t)>& f, bool single_thread) {
+  // Autocast is thread-local (torch.autocast is too): the caller's region covers its replicas'
+  // forwards, so each task runs under the caller's setting and the worker's is restored after.
+  const bool autocast = is_autocast_enabled();
+  if (n == 1 && devices_.size() == 1 && !single_thread) {
+    // One device: on this thread, under the worker's thread count; the task's guards restore
+    // grad mode, autocast and the dropout key, and the thread count is restored here.
+    const int caller_threads = get_num_threads();
+    if (caller_threads != threads_) set_num_threads(threads_);
+    struct RestoreThreads {
+      int n, was;
+      ~RestoreThreads() {
+        if (n != was) set_num_threads(was);
+      }
+    } restore{threads_, caller_threads};
+    const bool grad = GradMode::is_enabled();
+    try {
+      AutocastGuard region(autocast);
+      dist::CurrentGroupGuard group(groups_.empty() ? nullptr : groups_[0].get());
+      f(0);
+    } catch (...) {
+      GradMode::set_enabled(grad);
+      rethrow_with_prefix(std::current_exception(),
+                          "DataParallel replica on " + devices_[0].str() + ": ");
+    }
+    GradMode::set_enabled(grad);
+    return;
+  }
+  std::vector<TaskHandle> futures;
+  for (std::size_t k = 0; k < n; ++k)
+    futures.push_back(workers_[k]->submit([this, &f, k, autocast, single_thread] {
+      if (single_thread) set_num_threads(1);  // one BLAS call per GEMM on any N
+      AutocastGuard region(autocast);
+      dist::CurrentGroupGuard group(groups_.empty() ? nullptr : groups_[k].get());
+      f(k);
+    }));
+  std::exception_ptr first;
+  std::size_t first_k = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    try {
+      futures[k].get();
+    } catch (...) {
+      if (!first) {
+        first = std::current_exception();
+        first_k = k;
+      }
+    }
+  }
+  if (first)
+    rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
+}
+
+bool ReplicaSet::copies_master(std::size_t k) const {
+  return flat_[k].buffer.device_raw_data() != master_.buffer.device_raw_data();
+}
+
+std::int64_t ReplicaSet::parameter_copy_bytes(std::size_t n) const {
+  std::int64_t bytes = 0;
+  for (std::size_t k = 0; k < n && k < flat_.size(); ++k)
+    if (copies_master(k))
+      bytes += master_.numel * static_cast<std::int64_t>(element_size(master_.buffer.dtype()));
+  return bytes;
+}
+
+void ReplicaSet::copy_in(std::size_t k) {
+  NoGradGuard no_grad;
+  // One copy of the flat buffer (between GPUs a peer copy); CPU replicas alias the master.
+  if (copies_master(k)) flat_[k].buffer.copy_(master_.buffer);
+}
+
+std::vector<Tensor> ReplicaSet::buffers_of(const nn::Module& m) {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : m.named_buffers())
+    if (t.defined()) out.push_back(t);
+  return out;
+}
+
+std::vector<Tensor> ReplicaSet::module_buffers() const { return buffers_of(module_); }
+
+void ReplicaSet::push_buffers(std::size_t n) {
+  const std::vector<Tensor> src = module_buffers();
+  if (src.empty()) return;
+  NoGradGuard no_grad;
+  for (std::size_t k = 0; k < n && k < replicas_.size(); ++k) {
+    std::vector<Tensor> dst = buffers_of(*replicas_[k]);
+    if (dst.size() != src.size())
+      throw Error("DataParallel: the replica on " + devices_[k].str() + " has " +
+                  std::to_string(dst.size()) + " buffers, the module " +
+                  std::to_string(src.size()) + " (the module's buffers changed after wrapping)");
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      Tensor d = dst[i];
+      if (k == 0) {
+        // The module's own memory (PyTorch: device[0]'s replica holds the master's tensors).
+        if (d.device_raw_data() != src[i].device_raw_data() || d.shape() != src[i].shape() ||
+            d.dtype() != src[i].dtype())
+          d.set_data(src[i]);
+      } else if (d.shape() != src[i].shape() || d.dtype() != src[i].dtype()) {
+        d.set_data(src[i].detach().to(devices_[k]).clone());
+      } else {
+        d.copy_(src[i]);
+      }
+    }
+  }
+}
+
+Tensor ReplicaSet::piece_of(const Tensor& t, std::int64_t start, std::int64_t size,
+                            std::size_t k) const {
+  return narrow(t.detach(), 0, start, size).to(devices_[k]);
+}
+
+Tensor ReplicaSet::train_piece(std::size_t k, const Tensor& x, const Tensor& y,
+                               const DropoutKey& key, double weight, const LossFn& loss_fn) {
+  EnableGradGuard grad_on;
+  DropoutKeyGuard guard(key);
+  Tensor loss = loss_fn(replicas_[k]->forward(x), y);
+  if (loss.numel() != 1)
+    throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
+  if (!loss.requires_grad()) {
+    for (const auto& p : flat_[k].params)
+      if (p.requires_grad())
+        throw AutogradError(
+            "the loss does not require grad: loss_fn must build its result from "
+            "the model's output");
+    return loss.detach();
+  }
+  mul(loss, weight).backward();
+  return loss.detach();
+}
+
+// ---- deterministic mode's buffers -------------------------------------------------------------
+
+ReplicaSet::ShardBuffers::ShardBuffers(ReplicaSet& set, std::size_t n)
+    : set_(set), active_(set.has_buffers()) {
+  if (!active_) return;
+  NoGradGuard no_grad;
+  const std::vector<Tensor> src = set_.module_buffers();
+  for (std::size_t k = 0; k < n; ++k) {
+    std::vector<Tensor> copy;
+    for (const Tensor& t : src) copy.push_back(t.detach().to(set_.devices_[k]).clone());
+    start_.push_back(std::move(copy));
+  }
+}
+
+void ReplicaSet::ShardBuffers::before(std::size_t k, bool first) {
+  if (!active_ || first) return;  // the first shard starts from the module's buffers themselves
+  NoGradGuard no_grad;
+  std::vector<Tensor> dst = buffers_of(*set_.replicas_[k]);
+  for (std::size_t i = 0; i < dst.size(); ++i) dst[i].copy_(start_[k][i]);
+}
+
+void ReplicaSet::ShardBuffers::after(std::size_t k, bool first) {
+  if (!active_ || !first) return;
+  NoGradGuard no_grad;
+  for (const Tensor& t : buffers_of(*set_.replicas_[k])) kept_.push_back(t.detach().clone());
+}
+
+void ReplicaSet::ShardBuffers::finish() {
+  if (!active_) return;
+  NoGradGuard no_grad;
+  std::vector<Tensor> dst = set_.module_buffers();
+  const std::vector<Tensor>& src = kept_.empty() ? start_.front() : kept_;
+  for (std::size_t i = 0; i < dst.size(); ++i) dst[i].copy_(src[i]);
+}
+
+}  // namespace lockstep::parallel::detail

@@ -1,0 +1,116 @@
+// The replicas of a DataParallel (internal): the copies of the wrapped module, their flat
+// parameter views, the device workers that run them, and the one block every training path runs
+// on replica k (copy-in, the replica context, forward, loss, weighted backward). The gather path
+// (data_parallel_forward.cpp), the reducer path (data_parallel_reducer.cpp) and deterministic mode
+// (data_parallel_deterministic.cpp) all run their replicas through it.
+//
+// Buffers follow torch.nn.DataParallel (torch/nn/parallel/data_parallel.py, replicate.py,
+// torch/csrc/cuda/comm.cpp's broadcast_coalesced): replica 0's buffers are the module's own
+// tensors, so an in-place update made in its forward (BatchNorm's running_mean.mul_().add_(),
+// num_batches_tracked.add_(1)) is the module's update, seen by state_dict(), checkpoints and
+// eval(); replicas k > 0 receive the module's buffer values before each forward and their own
+// updates are dropped. A forward that replaces a buffer tensor instead of updating it in place is
+// not seen, as in PyTorch.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "lockstep/dist/process_group.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/ops/ops.h"
+#include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/flat_buffer.h"
+#include "lockstep/parallel/worker.h"
+
+namespace lockstep::parallel::detail {
+
+class ReplicaSet {
+ public:
+  // Clones `module` (on devices[0], its parameters already in `master`) onto every device; a CPU
+  // replica's parameters alias the master's buffer, a GPU replica gets its own. `threads`: the
+  // intra-op threads of each worker.
+  ReplicaSet(nn::Module& module, FlatBuffer& master, const std::vector<Device>& devices,
+             int threads);
+  ~ReplicaSet();
+  ReplicaSet(const ReplicaSet&) = delete;
+  ReplicaSet& operator=(const ReplicaSet&) = delete;
+
+  std::size_t size() const { return replicas_.size(); }
+  const std::shared_ptr<nn::Module>& module(std::size_t k) const { return replicas_.at(k); }
+  FlatBuffer& flat(std::size_t k) { return flat_[k]; }
+  const FlatBuffer& flat(std::size_t k) const { return flat_[k]; }
+  Device device(std::size_t k) const { return devices_[k]; }
+  void train(bool on);
+  // The group member of each replica that run() installs as dist::current_group() for its task.
+  void set_groups(std::vector<std::shared_ptr<dist::ProcessGroup>> groups) {
+    groups_ = std::move(groups);
+  }
+
+  // Runs f(k) for k in [0, n) concurrently and waits for all; rethrows the first error (in device
+  // order) as the same type with the device named. Each task runs under the caller's autocast
+  // setting. With one device the task runs on the calling thread (as torch.nn.DataParallel does
+  // with one device: no thread hand-off), under the worker's intra-op thread count and with the
+  // caller's thread-local modes restored afterwards; replica k's group member is
+  // dist::current_group() during f(k); `single_thread` (deterministic mode: one
+  // BLAS call per GEMM) keeps it on the worker, whose thread count is then 1.
+  void run(std::size_t n, const std::function<void(std::size_t)>& f, bool single_thread = false);
+
+  // Whether replica k holds its own copy of the parameters, and the bytes copy_in(k) copies for
+  // the first `n` replicas.
+  bool copies_master(std::size_t k) const;
+  std::int64_t parameter_copy_bytes(std::size_t n) const;
+  // Replica k's parameters from the master buffer (one copy where memory is not shared).
+  void copy_in(std::size_t k);
+
+  // Before a step on the calling thread (buffers, see above): replica 0 shares the module's
+  // buffer tensors (again, if the module replaced one: to(), set_data), replicas 1..n-1 get their
+  // values. Nothing to do for a module without buffers.
+  void push_buffers(std::size_t n);
+  bool has_buffers() const { return !module_buffers().empty(); }
+
+  // Rows [start, start + size) of `t` (detached) on replica k's device.
+  Tensor piece_of(const Tensor& t, std::int64_t start, std::int64_t size, std::size_t k) const;
+  // The replica block of every training path, on replica k's worker: forward of `x` under the
+  // dropout key, the loss against `y`, backward of loss · weight (gradients land on replica k's
+  // parameters). Returns the unweighted loss (0-d, detached). ShapeError when the loss is not a
+  // scalar; AutogradError when it does not depend on a parameter that requires grad.
+  Tensor train_piece(std::size_t k, const Tensor& x, const Tensor& y, const DropoutKey& key,
+                     double weight, const LossFn& loss_fn);
+
+  // Deterministic mode keeps one buffer update per step, the one of the step's first shard: every
+  // shard's forward starts from the buffers as they were when the step began.
+  class ShardBuffers {
+   public:
+    // Snapshots the module's buffers onto each of the first n replicas' devices.
+    ShardBuffers(ReplicaSet& set, std::size_t n);
+    // On worker k before a shard's forward (`first`: the step's first shard, on replica 0).
+    void before(std::size_t k, bool first);
+    // On worker k after that forward.
+    void after(std::size_t k, bool first);
+    // On the calling thread once the workers are done: the module keeps the first shard's update.
+    void finish();
+
+   private:
+    ReplicaSet& set_;
+    bool active_;
+    std::vector<std::vector<Tensor>> start_;  // per replica, on its device
+    std::vector<Tensor> kept_;                // the first shard's result
+  };
+
+ private:
+  std::vector<Tensor> module_buffers() const;
+  static std::vector<Tensor> buffers_of(const nn::Module& m);
+
+  nn::Module& module_;
+  FlatBuffer& master_;
+  std::vector<Device> devices_;
+  int threads_;
+  std::vector<std::shared_ptr<nn::Module>> replicas_;
+  std::vector<FlatBuffer> flat_;
+  std::vector<std::unique_ptr<DeviceWorker>> workers_;
+  std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
+};
+
+}  // namespace lockstep::parallel::detail

@@ -34,7 +34,7 @@ struct TrainingPosition {
   std::uint64_t generator_seed = 0, generator_offset = 0;
   /// --seed.
   std::uint64_t seed = 0;
-  /// The flags that shape the trajectory, one `--flag=value` per line (see train.cpp).
+  /// The flags that shape the trajectory, one `--flag=value` per line (see train_resume.cpp).
   std::string flags;
 };
 

@@ -1,0 +1,28 @@
+// The flag definitions of `lockstep train` and `lockstep eval` (CLI11), called by make_cli
+// (cli.h): the flags both commands share (cli_shared_flags.cpp) and each command's own
+// (cli_train.cpp, cli_eval.cpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli.h"
+#include "options.h"
+
+namespace lockstep::app {
+
+/// --data, --label-column, --val-fraction and --seed (shared by train and eval).
+void add_data_flags(CLI::App& app, DataOptions& d);
+
+/// --backend, --timeout, --log-all-ranks (shared by train and eval).
+void add_dist_flags(CLI::App& app, DistOptions& d);
+
+/// --model, --activation, --dropout (shared by train and eval).
+void add_model_flags(CLI::App& app, ModelOptions& m);
+
+/// Adds the `train` subcommand and its flags.
+void add_train_command(CLI::App& app, CliOptions& options);
+
+/// Adds the `eval` subcommand and its flags.
+void add_eval_command(CLI::App& app, CliOptions& options);
+
+}  // namespace lockstep::app

@@ -1,0 +1,179 @@
+// The `lockstep train` subcommand and its own flags (see cli_flags.h).
+#include <string>
+
+#include "cli_flags.h"
+#include "cli_validators.h"
+#include "lockstep/lockstep.h"
+#include "lr_schedule.h"
+#include "metrics.h"
+
+namespace lockstep::app {
+
+void add_train_command(CLI::App& app, CliOptions& options) {
+  CLI::App* train =
+      app.add_subcommand("train", "Train an MLP classifier data-parallel over the given devices");
+  TrainOptions& c = options.train;
+  add_data_flags(*train, c.data);
+  add_model_flags(*train, c.model);
+  add_dist_flags(*train, c.dist);
+  train->add_option("--optimizer", c.optimizer, "sgd, adam or adamw" + dflt("sgd"))
+      ->check(one_of({"sgd", "adam", "adamw"}));
+  train
+      ->add_option_function<double>(
+          "--lr", [&c](double v) { c.lr = v; },
+          "Learning rate" + dflt("0.01 for sgd, 0.001 for adam/adamw"))
+      ->check(finite_number(false))
+      ->type_name("FLOAT>=0");
+  train->add_option("--momentum", c.momentum, "SGD momentum" + dflt("0"))
+      ->check(finite_number(false));
+  train->add_option("--dampening", c.dampening, "SGD dampening" + dflt("0"))
+      ->check(finite_number(false));
+  train->add_flag("--nesterov", c.nesterov,
+                  "SGD Nesterov momentum (needs --momentum > 0 and --dampening 0)" + dflt("off"));
+  train
+      ->add_option_function<double>(
+          "--weight-decay", [&c](double v) { c.weight_decay = v; },
+          "Weight decay (L2 for sgd/adam, decoupled for adamw)" + dflt("0; 0.01 for adamw"))
+      ->check(finite_number(false))
+      ->type_name("FLOAT>=0");
+  train
+      ->add_option_function<std::string>(
+          "--betas", [&c](const std::string& t) { parse_betas(t, c.beta1, c.beta2); },
+          "Adam/AdamW betas B1,B2" + dflt("0.9,0.999"))
+      ->check(text_check(
+          [](const std::string& t) {
+            double a = 0, b = 0;
+            return parse_betas(t, a, b);
+          },
+          "B1,B2 with both in [0, 1)", "B1,B2"))
+      ->type_name("B1,B2");
+  train->add_option("--eps", c.eps, "Adam/AdamW eps" + dflt("1e-08"))->check(finite_number(false));
+  train
+      ->add_option("--lr-schedule", c.lr_schedule,
+                   "Per-epoch LR schedule: constant, step:EVERY:GAMMA (StepLR: lr x GAMMA every "
+                   "EVERY epochs) or cosine (CosineAnnealingLR, T_max = --epochs, eta_min 0)" +
+                       dflt("constant"))
+      ->check(parser_check([](const std::string& t) { parse_lr_schedule(t); }, "SCHEDULE"));
+  train
+      ->add_option_function<double>(
+          "--clip-grad-norm", [&c](double v) { c.clip_grad_norm = v; },
+          "Clip the all-reduced gradient to this total 2-norm (clip_grad_norm_)" + dflt("off"))
+      ->check(finite_number(true))
+      ->type_name("MAX");
+  train
+      ->add_option("--accumulate-steps", c.accumulate_steps,
+                   "Batches whose gradients are summed before one optimizer step (the last "
+                   "group of an epoch may be shorter)" +
+                       dflt("1"))
+      ->check(integer_at_least(1));
+  train
+      ->add_option("--batch-size", c.batch_size,
+                   "Global batch size, split over the devices; the last batch of an epoch may "
+                   "be smaller" +
+                       dflt("32"))
+      ->check(integer_at_least(1));
+  train
+      ->add_option("--epochs", c.epochs,
+                   "Total epochs (a resumed run continues up to this many)" + dflt("10"))
+      ->check(integer_at_least(1));
+  train->add_flag("--no-shuffle", c.no_shuffle,
+                  "Batches in file order, last partial batch kept (otherwise a fresh permutation "
+                  "each epoch from (seed, epoch))" +
+                      dflt("off"));
+  train->add_flag("--deterministic", c.deterministic,
+                  "Bit-identical weights for any number of devices: fixed-size shards summed in "
+                  "a fixed tree (slower)" +
+                      dflt("off"));
+  train
+      ->add_option("--precision", c.precision,
+                   "Compute precision of training: fp32, or bf16 = torch.autocast(dtype="
+                   "torch.bfloat16) for each step's forward and loss on every device, replica "
+                   "and rank (Linear layers multiply in bf16 with fp32 accumulation, backward "
+                   "too; parameters, gradients and optimizer state stay fp32, and so do the "
+                   "losses); validation, `lockstep eval` and saved weights stay fp32" +
+                       dflt("fp32"))
+      ->check(one_of({"fp32", "bf16"}));
+  train->add_flag(
+      "--cuda-graphs", c.cuda_graphs,
+      "Capture the whole training step (forward, backward, gradient reduction, optimizer "
+      "step) into a CUDA graph after two eager steps of the full batch shape and replay it; "
+      "the last partial batch runs eagerly. Needs training on exactly one GPU (e.g. "
+      "--devices cuda:0), fp32, no --clip-grad-norm, --accumulate-steps 1, --dropout 0, "
+      "not --deterministic and not --backend nccl" +
+          dflt("off"));
+  train
+      ->add_option_function<std::string>(
+          "--devices",
+          [&c](const std::string& list) {
+            try {
+              c.devices = parallel::parse_devices(list);
+              for (const Device& d : c.devices) check_device_available(d);
+            } catch (const DeviceError& e) {
+              throw DeviceError(std::string("--devices: ") + e.what());
+            } catch (const ValueError& e) {
+              throw ValueError(std::string("--devices: ") + e.what());
+            }
+          },
+          "Comma-separated devices to replicate the model on, e.g. cpu:0,cpu:1 or cuda:0,cuda:1 "
+          "(cpu:k is a logical CPU worker, any k >= 0; cuda:k a visible GPU; not both kinds); "
+          "under mpirun each rank's own devices (one GPU per rank: --backend nccl, which picks "
+          "it)" +
+              dflt("every GPU if there is one, else one CPU device per usable core: " +
+                   device_list(parallel::default_devices()) +
+                   " here; cpu:0 per rank under "
+                   "mpirun; cuda:LOCAL_RANK with --backend nccl"))
+      ->type_name("LIST");
+  train
+      ->add_option("--init", c.init,
+                   "Initial parameters: a safetensors file with exactly the model's state_dict "
+                   "(e.g. PyTorch's safetensors.torch.save_file(model.state_dict()))" +
+                       dflt("none: PyTorch's Linear init from --seed"))
+      ->check(file_name("FILE"))
+      ->type_name("FILE");
+  train
+      ->add_option("--save", c.save,
+                   "Write the final parameters (the model's state_dict, float32) as safetensors" +
+                       dflt("none"))
+      ->check(file_name("FILE"))
+      ->type_name("FILE");
+  train
+      ->add_option("--checkpoint-dir", c.checkpoint_dir,
+                   "After every epoch write DIR/epoch-NNNN.safetensors (model, optimizer, "
+                   "scheduler, position); on SIGINT/SIGTERM a mid-epoch checkpoint" +
+                       dflt("none"))
+      ->check(file_name("DIR"))
+      ->type_name("DIR");
+  train->add_flag("--resume", c.resume,
+                  "Continue from the newest checkpoint in --checkpoint-dir (same flags; the "
+                  "result is bit-identical to an uninterrupted run on the same devices)" +
+                      dflt("off"));
+  train
+      ->add_option("--metrics", c.metrics,
+                   "Append one JSON object per epoch (epoch, train_loss, val_loss, "
+                   "val_accuracy, samples_per_second, seconds, devices, world_size); a fresh "
+                   "run starts the file anew" +
+                       dflt("none"))
+      ->check(file_name("FILE"))
+      ->type_name("FILE");
+  train->add_flag("--quiet", c.quiet, "Print only the final summary line" + dflt("off"));
+  for (CLI::Option* opt : train->get_options())
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  train->footer(
+      "Output: on a terminal a progress bar; otherwise one line per epoch, e.g.\n"
+      "  epoch 3/10 train_loss 0.4123 val_loss 0.4410 val_acc 0.8421 samples/s 51234\n"
+      "(val_loss and val_acc read n/a without validation), then always the summary\n"
+      "  done: 10 epochs, val_loss 0.3312 val_acc 0.8812, 41.2 s, devices=cpu:0,cpu:1 "
+      "world_size=1\n"
+      "Exit status: 0 success, 1 internal error, 2 usage or data error, 3 NaN/Inf training "
+      "loss, 4 distributed failure, 130/143 interrupted by SIGINT/SIGTERM.");
+  train->callback([&options, train] {
+    options.command = Command::Train;
+    TrainOptions& t = options.train;
+    for (const char* flag : {"--momentum", "--dampening", "--nesterov"})
+      if (train->count(flag) > 0) t.sgd_flags_given.emplace_back(flag);
+    for (const char* flag : {"--betas", "--eps"})
+      if (train->count(flag) > 0) t.adam_flags_given.emplace_back(flag);
+  });
+}
+
+}  // namespace lockstep::app

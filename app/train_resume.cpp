@@ -1,0 +1,148 @@
+// `lockstep train`: --checkpoint-dir and --resume (see trainer.h): the flags a checkpoint
+// records, resuming from the newest checkpoint, and writing one.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "lockstep/lockstep.h"
+#include "trainer.h"
+
+namespace lockstep::app {
+namespace {
+
+/// `v` with 17 significant digits: the same double always prints the same text.
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
+  std::string f;
+  auto add = [&f](const std::string& flag, const std::string& value) {
+    f += flag + "=" + value + "\n";
+  };
+  add("--data", o.data.spec);
+  add("--label-column", std::to_string(o.data.label_column));
+  add("--val-fraction", o.data.val_fraction ? exact(*o.data.val_fraction) : "default");
+  add("--model", r.model.str());
+  add("--activation", o.model.activation);
+  add("--dropout", exact(o.model.dropout));
+  add("--optimizer", o.optimizer);
+  add("--lr", exact(r.lr));
+  add("--weight-decay", exact(r.weight_decay));
+  if (o.optimizer == "sgd") {
+    add("--momentum", exact(o.momentum));
+    add("--dampening", exact(o.dampening));
+    add("--nesterov", o.nesterov ? "on" : "off");
+  } else {
+    add("--betas", exact(o.beta1) + "," + exact(o.beta2));
+    add("--eps", exact(o.eps));
+  }
+  add("--lr-schedule", o.lr_schedule);
+  if (r.schedule.kind == LrSchedule::Kind::Cosine) add("--epochs", std::to_string(o.epochs));
+  add("--clip-grad-norm", o.clip_grad_norm ? exact(*o.clip_grad_norm) : "off");
+  add("--accumulate-steps", std::to_string(o.accumulate_steps));
+  add("--batch-size", std::to_string(o.batch_size));
+  add("--seed", std::to_string(o.data.seed));
+  add("--no-shuffle", o.no_shuffle ? "on" : "off");
+  add("--deterministic", o.deterministic ? "on" : "off");
+  // Only when not the default, so checkpoints written before the flag existed still resume.
+  if (o.precision != "fp32") add("--precision", o.precision);
+  return f;
+}
+
+void check_same_flags(const std::string& saved, const std::string& now, const std::string& path) {
+  if (saved == now) return;
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::size_t pos = 0;
+    while (pos < s.size()) {
+      std::size_t nl = s.find('\n', pos);
+      if (nl == std::string::npos) nl = s.size();
+      v.push_back(s.substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+    return v;
+  };
+  const auto a = lines(saved), b = lines(now);
+  std::string diff;
+  for (const std::string& line : b)
+    if (std::find(a.begin(), a.end(), line) == a.end()) {
+      const std::string key = line.substr(0, line.find('=') + 1);
+      std::string was = "(not set)";
+      for (const std::string& s : a)
+        if (s.rfind(key, 0) == 0) was = s;
+      diff = line + " but the checkpoint has " + was;
+      break;
+    }
+  // A flag recorded only when not at its default (--precision) is missing from `now` instead.
+  for (const std::string& line : a)
+    if (diff.empty() && std::find(b.begin(), b.end(), line) == b.end()) {
+      const std::string key = line.substr(0, line.find('=') + 1);
+      std::string is = "(not set)";
+      if (key == "--precision=") is = "--precision=fp32 (the default)";
+      for (const std::string& s : b)
+        if (s.rfind(key, 0) == 0) is = s;
+      diff = is + " but the checkpoint has " + line;
+    }
+  if (diff.empty()) diff = "different flags";
+  throw ValueError("--resume: " + path + " was written with other training flags: " + diff);
+}
+
+void Trainer::resume_from_checkpoint() {
+  const std::optional<std::string> path = find_latest_checkpoint(o_.checkpoint_dir);
+  if (!path) throw ValueError("--resume: no checkpoint in " + o_.checkpoint_dir);
+  Checkpoint c = read_checkpoint(*path);
+  check_same_flags(c.position.flags, fingerprint_, *path);
+  try {
+    dp_->load_state_dict(c.model, /*strict=*/true);
+    optimizer_->load_state_dict(c.optimizer);
+    if (scheduler_) scheduler_->load_state_dict(c.scheduler);
+  } catch (const StateDictError& e) {
+    throw StateDictError("--resume " + *path + ": " + e.what());
+  }
+  const TrainingPosition& p = c.position;
+  dp_->set_step_count(p.dp_step_count);
+  default_generator().manual_seed(p.generator_seed);
+  default_generator().set_offset(p.generator_offset);
+  epochs_done_ = p.epochs_done;
+  resume_batch_ = p.batch_in_epoch;
+  global_step_ = p.global_step;
+  epoch_loss_sum_ = p.epoch_loss_sum;
+  epoch_samples_ = p.epoch_samples;
+}
+
+TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_in_epoch) const {
+  TrainingPosition p;
+  p.epochs_done = epochs_done;
+  p.batch_in_epoch = batch_in_epoch;
+  p.global_step = global_step_;
+  p.dp_step_count = dp_->step_count();
+  p.epoch_loss_sum = batch_in_epoch == 0 ? 0.0 : epoch_loss_sum_;
+  p.epoch_samples = batch_in_epoch == 0 ? 0 : epoch_samples_;
+  p.generator_seed = default_generator().seed();
+  p.generator_offset = default_generator().offset();
+  p.seed = o_.data.seed;
+  p.flags = fingerprint_;
+  return p;
+}
+
+std::string Trainer::write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch) {
+  // Only rank 0 writes (atomically: a temporary file renamed into place); every rank waits for
+  // it, so a rank that loads the checkpoint next never sees a missing or partial file.
+  std::string path = "(written by rank 0)";
+  if (dist_.is_main())
+    path = write_checkpoint(o_.checkpoint_dir, dp_->state_dict(), optimizer_->state_dict(),
+                            scheduler_ ? scheduler_->state_dict() : StateDict(),
+                            position(epochs_done, batch_in_epoch));
+  if (dist_.group && dist_.world > 1) dist_.group->barrier();
+  return path;
+}
+
+}  // namespace lockstep::app

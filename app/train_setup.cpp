@@ -1,0 +1,126 @@
+// `lockstep train`: a run's setup (see trainer.h): flag defaults, devices, data, model,
+// (Distributed)DataParallel, optimizer, scheduler, loader and output.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data_source.h"
+#include "lockstep/lockstep.h"
+#include "lr_schedule.h"
+#include "metrics.h"
+#include "model_spec.h"
+#include "progress.h"
+#include "trainer.h"
+#include "weights.h"
+
+namespace lockstep::app {
+namespace {
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const Resolved& r,
+                                                 std::vector<Tensor> params) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGDOptions{.lr = r.lr,
+                                                          .momentum = o.momentum,
+                                                          .dampening = o.dampening,
+                                                          .weight_decay = r.weight_decay,
+                                                          .nesterov = o.nesterov});
+  if (o.optimizer == "adam")
+    return std::make_unique<optim::Adam>(std::move(params),
+                                         optim::AdamOptions{.lr = r.lr,
+                                                            .beta1 = o.beta1,
+                                                            .beta2 = o.beta2,
+                                                            .eps = o.eps,
+                                                            .weight_decay = r.weight_decay});
+  return std::make_unique<optim::AdamW>(std::move(params),
+                                        optim::AdamWOptions{.lr = r.lr,
+                                                            .beta1 = o.beta1,
+                                                            .beta2 = o.beta2,
+                                                            .eps = o.eps,
+                                                            .weight_decay = r.weight_decay});
+}
+
+}  // namespace
+
+void Trainer::setup() {
+  check_combinations(o_);
+  check_output_path("--save", o_.save);
+  check_output_path("--metrics", o_.metrics);
+  check_output_dir("--checkpoint-dir", o_.checkpoint_dir);
+  r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
+  r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
+  r_.schedule = parse_lr_schedule(o_.lr_schedule);
+  // Across ranks (one process per device is the usual layout) a rank uses one device unless
+  // --devices gives it several; with --backend nccl it is the rank's GPU, cuda:(local rank).
+  if (dist_.device && !o_.devices.empty() &&
+      (o_.devices.size() != 1 || o_.devices.front() != *dist_.device)) {
+    std::string list;
+    for (const Device& d : o_.devices) list += (list.empty() ? "" : ",") + d.str();
+    throw ValueError("--devices " + list +
+                     " with --backend nccl: each rank trains on one GPU, "
+                     "cuda:LOCAL_RANK (this rank: " +
+                     dist_.device->str() + "); leave --devices out");
+  }
+  r_.devices = dist_.device          ? std::vector<Device>{*dist_.device}
+               : !o_.devices.empty() ? o_.devices
+               : dist_.group         ? std::vector<Device>{cpu(0)}
+                                     : parallel::default_devices();
+  for (const Device& d : r_.devices) check_device_available(d);
+  check_cuda_graphs_devices(o_, r_.devices, dist_.group != nullptr);
+
+  // Data first, then the model: with synthetic data both come from the default generator in
+  // this order, as in the reference program.
+  manual_seed(o_.data.seed);
+  data_ = load_data(o_.data);
+  r_.model = o_.model.spec.empty()
+                 ? default_mlp_spec(data_.synthetic, data_.features, data_.classes)
+                 : parse_mlp_spec(o_.model.spec);
+  check_mlp_fits(r_.model, data_.features, data_.classes, data_.train_name);
+  check_mlp_memory(r_.model, /*copies=*/2,
+                   o_.model.spec.empty()
+                       ? default_mlp_note(data_.features, data_.classes, data_.train_name)
+                       : "");
+  model_ = make_mlp(r_.model, o_.model.activation, o_.model.dropout);
+  if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
+  fingerprint_ = flags_fingerprint(o_, r_);
+  if (dist_.world > 1) check_same_setup_on_every_rank();
+
+  if (dist_.group) {
+    parallel::DistributedDataParallelOptions ddp_options;
+    ddp_options.device_ids = r_.devices;
+    ddp_options.deterministic = o_.deterministic;
+    ddp_options.seed = o_.data.seed;
+    dp_ = std::make_unique<parallel::DistributedDataParallel>(model_, dist_.group, ddp_options);
+  } else {
+    parallel::DataParallelOptions dp_options;
+    dp_options.deterministic = o_.deterministic;
+    dp_options.seed = o_.data.seed;
+    dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
+  }
+  optimizer_ = make_optimizer(o_, r_, dp_->parameters());
+  // One process: the optimizer is fused into forward_backward (DataParallel::
+  // register_fused_optim; bit-identical to calling step() after it), so its update runs on the
+  // device workers. Not with --clip-grad-norm, which must see the gradients before the step, nor
+  // across ranks, where it would only move the same step() into forward_backward.
+  if (!dist_.group && !o_.clip_grad_norm) dp_->register_fused_optim(optimizer_);
+  scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
+  if (o_.resume) resume_from_checkpoint();
+  // --cuda-graphs: every step through the graphed step (replays once the shape is static; the
+  // last partial batch eagerly). Resuming across eager and graphed runs is allowed (same math),
+  // so the flag is not part of the fingerprint.
+  if (o_.cuda_graphs) graph_step_ = std::make_unique<parallel::CUDAGraphStep>(*dp_, optimizer_);
+
+  auto dataset = std::make_shared<data::TensorDataset>(data_.train_x, data_.train_y);
+  loader_ = std::make_unique<data::DataLoader>(dataset,
+                                               data::DataLoaderOptions{.batch_size = o_.batch_size,
+                                                                       .shuffle = !o_.no_shuffle,
+                                                                       .drop_last = false,
+                                                                       .seed = o_.data.seed});
+  progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
+  if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
+    metrics_ = std::make_unique<MetricsLog>(
+        o_.metrics, o_.resume ? std::optional<std::int64_t>(epochs_done_) : std::nullopt);
+}
+
+}  // namespace lockstep::app

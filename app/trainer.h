@@ -1,0 +1,126 @@
+// The inside of `lockstep train` (train.h), shared by its files: the option values a run
+// resolves, the Trainer that holds one run's state, and the checks its setup makes. The Trainer's
+// members are defined by concern: train_setup.cpp (setup), train_resume.cpp (--checkpoint-dir,
+// --resume), train_ranks.cpp (what ranks must agree on), train_epoch.cpp (the step loop) and
+// train.cpp (the run from epoch to epoch, run_train).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint.h"
+#include "data_source.h"
+#include "distributed.h"
+#include "evaluate.h"
+#include "lockstep/lockstep.h"
+#include "lr_schedule.h"
+#include "metrics.h"
+#include "model_spec.h"
+#include "options.h"
+#include "progress.h"
+#include "signals.h"
+
+namespace lockstep::app {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// The option values a run uses once the defaults that depend on other flags are filled in.
+struct Resolved {
+  double lr = 0.0, weight_decay = 0.0;
+  LrSchedule schedule;
+  MlpSpec model;
+  std::vector<Device> devices;
+};
+
+// Checks made before training (train_checks.cpp).
+
+/// Refuses flag combinations that make no sense (ValueError naming the flags).
+void check_combinations(const TrainOptions& o);
+
+/// --cuda-graphs needs training on exactly one GPU in one process (ValueError naming what the run
+/// trains on, and why there is no GPU when there is none).
+void check_cuda_graphs_devices(const TrainOptions& o, const std::vector<Device>& devices,
+                               bool distributed);
+
+/// IoError unless `path` can be created: its directory exists and `path` is not a directory
+/// (checked before training, so a typo does not cost a whole run).
+void check_output_path(const std::string& flag, const std::string& path);
+
+/// IoError when `dir` exists but is not a directory (checked before training; a missing one is
+/// created with the first checkpoint).
+void check_output_dir(const std::string& flag, const std::string& dir);
+
+// What a checkpoint records of the flags (train_resume.cpp).
+
+/// The flags that shape the trajectory, one `--flag=value` per line: a checkpoint records them
+/// and --resume refuses to continue under different ones. --epochs is part of it only for the
+/// cosine schedule (whose T_max it is); devices are not (a run may resume on other devices).
+std::string flags_fingerprint(const TrainOptions& o, const Resolved& r);
+
+/// ValueError naming the checkpoint and the first flag that differs.
+void check_same_flags(const std::string& saved, const std::string& now, const std::string& path);
+
+/// One training run's mutable state.
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, std::ostream& out, DistContext dist)
+      : o_(options), out_(out), dist_(std::move(dist)), fault_(injected_fault()) {}
+  void run();
+
+ private:
+  void setup();
+  void resume_from_checkpoint();
+  /// Trains epoch `epoch` (1-based) from batch `first_batch`; returns its stats.
+  EpochStats train_epoch(std::int64_t epoch, std::int64_t first_batch);
+  std::optional<EvalResult> validate();
+  TrainingPosition position(std::int64_t epochs_done, std::int64_t batch_in_epoch) const;
+  std::string write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch);
+  /// Every rank's pending signal, agreed across ranks (see agree_on_signal).
+  int signal_now() const { return agree_on_signal(dist_, pending_signal()); }
+  /// This rank's part of a global batch: all of it alone; across ranks the split DataParallel
+  /// uses across devices (tensor_split, or whole shards in deterministic mode).
+  std::pair<std::int64_t, std::int64_t> local_part(std::int64_t batch) const;
+  /// Across ranks: ValueError on every rank unless all were started with the same training
+  /// flags, epochs and resume setting on data of the same shape (checked before the first
+  /// collective that depends on them).
+  void check_same_setup_on_every_rank() const;
+  /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
+  void inject_fault(std::int64_t step, Tensor& x) const;
+  /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
+  std::string nonfinite_ranks() const;
+  [[noreturn]] void interrupted(int signal, const std::string& where,
+                                const std::string& checkpoint);
+
+  const TrainOptions& o_;
+  std::ostream& out_;
+  DistContext dist_;
+  std::optional<InjectedFault> fault_;
+  Clock::time_point start_ = Clock::now();
+  Resolved r_;
+  LoadedData data_;
+  std::shared_ptr<nn::Sequential> model_;
+  std::unique_ptr<parallel::DataParallel> dp_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRScheduler> scheduler_;
+  std::unique_ptr<parallel::CUDAGraphStep> graph_step_;  // --cuda-graphs
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<MetricsLog> metrics_;
+  nn::CrossEntropyLoss criterion_;
+  std::string fingerprint_;
+  // Where training stands.
+  std::int64_t epochs_done_ = 0, resume_batch_ = 0, global_step_ = 0, epoch_samples_ = 0;
+  double epoch_loss_sum_ = 0.0;
+};
+
+}  // namespace lockstep::app

@@ -91,8 +91,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     epoch_samples_ += x.size(0);
     if (!step_now) continue;
 
-    if (o_.clip_grad_norm) nn::utils::clip_grad_norm_(dp_->parameters(), *o_.clip_grad_norm);
-    if (!dp_->fused_optim()) optimizer_->step();  // fused: forward_backward made the step
+    // The synced forward_backward made the optimizer step (clipping first), see setup().
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
     if (const int sig = signal_now(); sig != 0 && b + 1 < batches) {

@@ -99,11 +99,15 @@ void Trainer::setup() {
     dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
   }
   optimizer_ = make_optimizer(o_, r_, dp_->parameters());
-  // One process: the optimizer is fused into forward_backward (DataParallel::
-  // register_fused_optim; bit-identical to calling step() after it), so its update runs on the
-  // device workers. Not with --clip-grad-norm, which must see the gradients before the step, nor
-  // across ranks, where it would only move the same step() into forward_backward.
-  if (!dist_.group && !o_.clip_grad_norm) dp_->register_fused_optim(optimizer_);
+  // The wrapper owns the optimizer step (DataParallel::register_fused_optim; bit-identical to
+  // calling step() after forward_backward): it decides where the step runs (on the device workers
+  // inside the last reduction where it can, else at the end of the synced forward_backward), and
+  // --clip-grad-norm is its pre-step hook, run on the reduced gradients right before the step.
+  dp_->register_fused_optim(optimizer_);
+  if (o_.clip_grad_norm)
+    dp_->register_step_pre_hook([this, max_norm = *o_.clip_grad_norm] {
+      nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
+    });
   scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
   if (o_.resume) resume_from_checkpoint();
   // --cuda-graphs: every step through the graphed step (replays once the shape is static; the

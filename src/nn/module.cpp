@@ -41,6 +41,14 @@ Tensor Module::forward(const Tensor&) {
   throw Error(name() + ": forward() is not implemented for this module");
 }
 
+std::vector<Tensor> Module::forward_args(const Args& args) {
+  if (args.size() == 1)
+    if (const Tensor* t = tensor_arg(args.front())) return {forward(*t)};
+  throw ValueError(name() + ": forward_args() got " + std::to_string(args.size()) +
+                   " arguments; this module's forward takes one tensor (override forward_args "
+                   "for several inputs or outputs)");
+}
+
 Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   if (name.empty() || name.find('.') != std::string::npos)
     throw ValueError("register_parameter: invalid name '" + name + "'");

@@ -19,9 +19,10 @@ using detail::normalized;
 using detail::sum_of;
 using detail::tree_sum;
 
-Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const Tensor& target,
-                                                    const LossFn& loss_fn, const LossCount& count) {
-  const std::int64_t batch = input.size(0);
+Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, const Tensor& target,
+                                                    const ArgsLossFn& loss_fn,
+                                                    const LossCount& count) {
+  const std::int64_t batch = target.size(0);
   const bool across_ranks = options_.process_group != nullptr;
   Plan pl = plan(batch);
   // Across ranks an empty local batch has no shards (alone it keeps one empty piece so the step
@@ -52,13 +53,14 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
   // On GPUs the copies that read another GPU (the master's parameters on device_ids[0], a batch
   // on a GPU) are made on this thread before the workers start, as the reducer path does.
   const bool copy_first = devices_.front().is_cuda();
-  std::vector<Tensor> xs(pl.pieces.size()), ys(pl.pieces.size());
+  std::vector<nn::Args> xs(pl.pieces.size());
+  std::vector<Tensor> ys(pl.pieces.size());
   if (copy_first)
     for (std::size_t k = 0; k < pl.ranges.size(); ++k) {
       replicas_->copy_in(k);
       for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
         if (weights[s] == 0) continue;
-        xs[s] = replicas_->piece_of(input, pl.pieces[s].start, pl.pieces[s].size, k);
+        xs[s] = replicas_->piece_args(inputs, pl.pieces[s].start, pl.pieces[s].size, k);
         ys[s] = replicas_->piece_of(target, pl.pieces[s].start, pl.pieces[s].size, k);
       }
     }
@@ -73,7 +75,8 @@ Tensor DataParallel::forward_backward_deterministic(const Tensor& input, const T
           const Shard& piece = pl.pieces[s];
           if (weights[s] == 0) continue;
           clear_grads(*replicas_->module(k));
-          Tensor x = copy_first ? xs[s] : replicas_->piece_of(input, piece.start, piece.size, k);
+          const nn::Args x =
+              copy_first ? xs[s] : replicas_->piece_args(inputs, piece.start, piece.size, k);
           Tensor y = copy_first ? ys[s] : replicas_->piece_of(target, piece.start, piece.size, k);
           shard_buffers.before(k, s == 0);
           Tensor loss = replicas_->train_piece(

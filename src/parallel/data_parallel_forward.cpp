@@ -1,7 +1,10 @@
-// DataParallel's gather path, PyTorch's: forward() scatters the batch, runs the replicas and
-// gathers their outputs under one autograd node, DataParallelBackward, whose backward runs every
-// replica's backward and sums their gradients onto the wrapped module's parameters.
+// DataParallel's gather path, PyTorch's: forward() / forward_args() scatter the batch (every
+// tensor argument along dim 0, plain values to every replica), run the replicas and gather their
+// outputs under one autograd node, DataParallelBackward, whose backward runs every replica's
+// backward and sums their gradients onto the wrapped module's parameters.
+#include <algorithm>
 #include <optional>
+#include <variant>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
@@ -9,6 +12,7 @@
 #include "lockstep/parallel/data_parallel.h"
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
+#include "parallel/scatter_gather.h"
 
 namespace lockstep::parallel {
 
@@ -18,13 +22,32 @@ Tensor DataParallel::forward(const Tensor& input) {
   if (!input.defined() || input.dim() < 1)
     throw ShapeError("DataParallel: expected an input with a batch dimension, got " +
                      (input.defined() ? input.shape().str() : std::string("undefined")));
-  check_master(GradMode::is_enabled());
-  before_forward();
+  std::vector<Tensor> outs = forward_args({input});
+  if (outs.size() != 1 || outs[0].dim() < 1)
+    throw ShapeError("DataParallel::forward: the module returned " + std::to_string(outs.size()) +
+                     " outputs" + (outs.size() == 1 ? " of shape " + outs[0].shape().str() : "") +
+                     "; forward() gathers one batched output (use forward_args for several)");
+  return outs[0];
+}
+
+std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
+  const std::int64_t batch = detail::batch_rows(args, "DataParallel::forward_args");
   const bool grad = GradMode::is_enabled();
-  const bool input_grad = grad && input.requires_grad();
+  check_master(grad);
+  before_forward();
+  // The tensor arguments (scattered along dim 0) and which of them need a gradient.
+  std::vector<std::size_t> tensor_at;
+  std::vector<char> wants;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (const Tensor* t = nn::tensor_arg(args[i])) {
+      tensor_at.push_back(i);
+      wants.push_back(grad && t->requires_grad());
+    }
+  const bool input_grad = std::find(wants.begin(), wants.end(), 1) != wants.end();
   const std::uint64_t step = is_training() ? step_++ : step_;
-  const Plan pl = plan(input.size(0));
-  std::vector<Tensor> outs(pl.pieces.size()), chunks(pl.pieces.size());
+  const Plan pl = plan(batch);
+  std::vector<std::vector<Tensor>> outs(pl.pieces.size());
+  std::vector<nn::Args> chunks(pl.pieces.size());
   // On GPUs the copies that read another GPU (the master's parameters, an input on a GPU) are
   // made on this thread before the workers start (see forward_backward_reducer).
   const bool copy_first = devices_.front().is_cuda();
@@ -32,51 +55,91 @@ Tensor DataParallel::forward(const Tensor& input) {
     for (std::size_t k = 0; k < pl.ranges.size(); ++k) {
       replicas_->copy_in(k);
       for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s)
-        chunks[s] = replicas_->piece_of(input, pl.pieces[s].start, pl.pieces[s].size, k);
+        chunks[s] = replicas_->piece_args(args, pl.pieces[s].start, pl.pieces[s].size, k);
     }
   // Buffers (replicas.h): replica 0 updates the module's own, the others start from its values;
   // in deterministic mode the step keeps the first shard's update.
   replicas_->push_buffers(pl.ranges.size());
   std::optional<detail::ReplicaSet::ShardBuffers> shard_buffers;
   if (options_.deterministic) shard_buffers.emplace(*replicas_, pl.ranges.size());
-  replicas_->run(pl.ranges.size(), [&](std::size_t k) {
-    if (!copy_first) replicas_->copy_in(k);
-    AutoGradMode grad_mode(grad);
-    nn::Module& replica = *replicas_->module(k);
-    clear_grads(replica);
-    for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
-      const Shard& piece = pl.pieces[s];
-      Tensor chunk = copy_first ? chunks[s] : replicas_->piece_of(input, piece.start, piece.size, k);
-      if (input_grad) chunk = chunk.clone().requires_grad_(true);
-      DropoutKeyGuard key({options_.seed, step, piece.start});
-      if (shard_buffers) shard_buffers->before(k, s == 0);
-      outs[s] = replica.forward(chunk);
-      if (shard_buffers) shard_buffers->after(k, s == 0);
-      if (!outs[s].defined() || outs[s].dim() < 1 || outs[s].size(0) != piece.size)
-        throw ShapeError("forward returned " +
-                         (outs[s].defined() ? outs[s].shape().str() : std::string("undefined")) +
-                         " for a chunk of " + std::to_string(piece.size) +
-                         " samples; DataParallel gathers outputs along dim 0");
-      chunks[s] = chunk;
-    }
-  }, options_.deterministic);
+  replicas_->run(
+      pl.ranges.size(),
+      [&](std::size_t k) {
+        if (!copy_first) replicas_->copy_in(k);
+        AutoGradMode grad_mode(grad);
+        nn::Module& replica = *replicas_->module(k);
+        clear_grads(replica);
+        for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+          const Shard& piece = pl.pieces[s];
+          nn::Args a = copy_first ? chunks[s] : replicas_->piece_args(args, piece.start, piece.size, k);
+          for (std::size_t t = 0; t < tensor_at.size(); ++t)
+            if (wants[t]) {
+              Tensor& chunk = std::get<Tensor>(a[tensor_at[t]]);
+              chunk = chunk.clone().requires_grad_(true);
+            }
+          DropoutKeyGuard key({options_.seed, step, piece.start});
+          if (shard_buffers) shard_buffers->before(k, s == 0);
+          outs[s] = replica.forward_args(a);
+          if (shard_buffers) shard_buffers->after(k, s == 0);
+          detail::check_piece_outputs(outs[s], outs[pl.ranges[k].first], piece.size);
+          chunks[s] = std::move(a);
+        }
+      },
+      options_.deterministic);
   if (shard_buffers) shard_buffers->finish();
+  for (std::size_t s = 1; s < outs.size(); ++s) detail::check_piece_outputs(outs[s], outs[0], -1);
   bytes_moved_ = replicas_->parameter_copy_bytes(pl.ranges.size());
+  // Gathered on the output device: batched outputs along dim 0, 0-d ones as one value per piece.
+  const std::size_t nout = outs[0].size();
   std::vector<Tensor> gathered;
-  for (auto& o : outs) gathered.push_back(o.detach().to(output_device_));
-  Tensor out = gathered.size() == 1 ? gathered[0].clone() : cat(gathered, 0);
+  for (std::size_t i = 0; i < nout; ++i) {
+    std::vector<Tensor> parts;
+    for (auto& o : outs) {
+      Tensor d = o[i].detach().to(output_device_);
+      parts.push_back(o[i].dim() == 0 ? d.reshape({1}) : d);
+    }
+    gathered.push_back(parts.size() == 1 && outs[0][i].dim() > 0 ? parts[0].clone() : cat(parts, 0));
+  }
   bool any_param_grad = false;
   for (auto& p : master_.params) any_param_grad = any_param_grad || p.requires_grad();
-  if (!grad || !(input_grad || any_param_grad)) return out;
+  if (!grad || !(input_grad || any_param_grad) || nout == 0) return gathered;
 
-  std::vector<Tensor> inputs{input};
+  // One autograd node, DataParallelBackward, over every output: recorded on the one output, or
+  // on the outputs packed into one flat tensor whose slices are returned.
+  std::vector<std::int64_t> offsets;
+  Tensor out = gathered[0];
+  if (nout > 1) {
+    std::vector<Tensor> flat;
+    std::int64_t offset = 0;
+    for (auto& g : gathered) {
+      offsets.push_back(offset);
+      offset += g.numel();
+      flat.push_back(g.reshape({g.numel()}));
+    }
+    out = cat(flat, 0);
+  }
+  std::vector<Shape> shapes;
+  for (auto& g : gathered) shapes.push_back(g.shape());
+  std::vector<Tensor> inputs;
+  for (std::size_t i : tensor_at) inputs.push_back(std::get<Tensor>(args[i]));
   for (auto& p : master_.params) inputs.push_back(p);
   autograd::record(
       "DataParallelBackward", out, inputs,
-      [this, alive = std::weak_ptr<char>(alive_), outs, chunks, pl, input_grad](const Tensor& g) {
+      [this, alive = std::weak_ptr<char>(alive_), outs, chunks, pl, tensor_at, wants, offsets,
+       shapes](const Tensor& g) {
         if (alive.expired())
           throw Error(
               "DataParallel: backward through an output of a DataParallel that was destroyed");
+        // Output i's gradient, then piece s's part of it.
+        auto out_grad = [&](std::size_t i) {
+          return offsets.empty() ? g : narrow(g, 0, offsets[i], shapes[i].numel()).reshape(shapes[i]);
+        };
+        auto piece_grad = [&](std::size_t i, std::size_t s) {
+          const Tensor gi = out_grad(i);
+          return outs[s][i].dim() == 0
+                     ? narrow(gi, 0, static_cast<std::int64_t>(s), 1).reshape(Shape{})
+                     : narrow(gi, 0, pl.pieces[s].start, pl.pieces[s].size);
+        };
         // every replica's backward concurrently, piece by piece, gradients into slot rows
         const bool retain = autograd::retain_graph_requested();
         Tensor slots = zeros({static_cast<std::int64_t>(pl.pieces.size()), master_.numel},
@@ -87,38 +150,48 @@ Tensor DataParallel::forward(const Tensor& input) {
         // On GPUs the output gradient's pieces are copied to the replicas' devices here, before
         // the workers start (a worker's copy from the output device would wait for its stream).
         const bool copy_first = devices_.front().is_cuda();
-        std::vector<Tensor> grads(pl.pieces.size());
-        for (std::size_t k = 0; copy_first && k < pl.ranges.size(); ++k)
+        std::vector<std::vector<Tensor>> grads(pl.pieces.size());
+        for (std::size_t k = 0; k < pl.ranges.size(); ++k)
           for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s)
-            if (outs[s].requires_grad())
-              grads[s] = narrow(g, 0, pl.pieces[s].start, pl.pieces[s].size).to(devices_[k]);
-        replicas_->run(pl.ranges.size(), [&](std::size_t k) {
-          nn::Module& replica = *replicas_->module(k);
-          for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
-            clear_grads(replica);
-            const Shard& piece = pl.pieces[s];
-            if (outs[s].requires_grad())
-              outs[s].backward(copy_first
-                                   ? grads[s].clone()
-                                   : narrow(g, 0, piece.start, piece.size).to(devices_[k]).clone(),
-                               retain);
-            store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
-                              had[s]);
-          }
-          clear_grads(replica);
-        }, options_.deterministic);
+            for (std::size_t i = 0; i < outs[s].size(); ++i)
+              grads[s].push_back(outs[s][i].requires_grad() && copy_first
+                                     ? piece_grad(i, s).to(devices_[k])
+                                     : Tensor());
+        replicas_->run(
+            pl.ranges.size(),
+            [&](std::size_t k) {
+              nn::Module& replica = *replicas_->module(k);
+              for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
+                clear_grads(replica);
+                std::vector<Tensor> roots, root_grads;
+                for (std::size_t i = 0; i < outs[s].size(); ++i)
+                  if (outs[s][i].requires_grad()) {
+                    roots.push_back(outs[s][i]);
+                    root_grads.push_back(copy_first ? grads[s][i].clone()
+                                                    : piece_grad(i, s).to(devices_[k]).clone());
+                  }
+                detail::backward_roots(roots, root_grads, retain);
+                store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
+                                  had[s]);
+              }
+              clear_grads(replica);
+            },
+            options_.deterministic);
         bytes_moved_ += gather_rows(slots, blocks, pl);  // rows computed on other GPUs
         std::vector<char> any = reduce_slots(slots, had);
         std::vector<Tensor> result;
-        if (input_grad) {
+        for (std::size_t t = 0; t < tensor_at.size(); ++t) {
+          if (!wants[t]) {
+            result.push_back(Tensor());
+            continue;
+          }
           std::vector<Tensor> parts;
           for (std::size_t s = 0; s < chunks.size(); ++s) {
-            Tensor cg = chunks[s].grad();
-            parts.push_back((cg.defined() ? cg : zeros_like(chunks[s])).to(output_device_));
+            const Tensor& chunk = std::get<Tensor>(chunks[s][tensor_at[t]]);
+            Tensor cg = chunk.grad();
+            parts.push_back((cg.defined() ? cg : zeros_like(chunk)).to(output_device_));
           }
           result.push_back(cat(parts, 0));
-        } else {
-          result.push_back(Tensor());
         }
         Tensor total = narrow(slots, 0, 0, 1).reshape({master_.numel});
         reduce_gather_grads(total, any);  // across ranks (DistributedDataParallel)
@@ -127,7 +200,11 @@ Tensor DataParallel::forward(const Tensor& input) {
                                   : Tensor());
         return result;
       });
-  return out;
+  if (nout == 1) return {out};
+  std::vector<Tensor> result;
+  for (std::size_t i = 0; i < nout; ++i)
+    result.push_back(narrow(out, 0, offsets[i], shapes[i].numel()).reshape(shapes[i]));
+  return result;
 }
 
 }  // namespace lockstep::parallel

@@ -11,6 +11,7 @@
 #include "lockstep/parallel/data_parallel.h"
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
+#include "parallel/scatter_gather.h"
 
 namespace lockstep::parallel {
 
@@ -37,12 +38,32 @@ Tensor DataParallel::forward_backward(const Tensor& input, const Tensor& target,
                      " and target " +
                      (target.defined() ? target.shape().str() : std::string("undefined")) +
                      " must have the same batch dimension");
+  return forward_backward(
+      nn::Args{input}, target,
+      [&loss_fn](const std::vector<Tensor>& outputs, const Tensor& y) {
+        if (outputs.size() != 1)
+          throw ShapeError("forward_args returned " + std::to_string(outputs.size()) +
+                           " outputs; a loss of several outputs takes forward_backward(Args, "
+                           "target, ArgsLossFn)");
+        return loss_fn(outputs[0], y);
+      },
+      count);
+}
+
+Tensor DataParallel::forward_backward(const nn::Args& inputs, const Tensor& target,
+                                      const ArgsLossFn& loss_fn, const LossCount& count) {
+  const std::int64_t rows = detail::batch_rows(inputs, "DataParallel::forward_backward");
+  if (!target.defined() || target.dim() < 1 || target.size(0) != rows)
+    throw ShapeError("DataParallel::forward_backward: the inputs have " + std::to_string(rows) +
+                     " rows but the target is " +
+                     (target.defined() ? target.shape().str() : std::string("undefined")) +
+                     "; they must have the same batch dimension");
   check_master(true);
   reduced_ = false;
   fused_done_ = false;
   Tensor loss = options_.deterministic
-                    ? forward_backward_deterministic(input, target, loss_fn, count)
-                    : forward_backward_reducer(input, target, loss_fn, count);
+                    ? forward_backward_deterministic(inputs, target, loss_fn, count)
+                    : forward_backward_reducer(inputs, target, loss_fn, count);
   // The fused optimizer's step where the workers did not make it (step_place): a call that
   // reduced into .grad (deterministic mode reduces inside no_sync() too, but makes no step there).
   if (reduced_ && !fused_done_ && step_place(local_pending_) != StepPlace::None) {
@@ -65,9 +86,9 @@ DataParallel::StepPlace DataParallel::step_place(bool seeded) const {
   return workers ? StepPlace::Workers : StepPlace::End;
 }
 
-Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor& target,
-                                              const LossFn& loss_fn, const LossCount& count) {
-  const std::int64_t batch = input.size(0);
+Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tensor& target,
+                                              const ArgsLossFn& loss_fn, const LossCount& count) {
+  const std::int64_t batch = target.size(0);
   const std::size_t n = devices_.size();
   auto sizes = split_sizes(batch, static_cast<std::int64_t>(n));
   std::vector<std::int64_t> starts(n, 0);
@@ -113,12 +134,13 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
   // such a copy waits for cuda:0's compute stream, which may by then be waiting for an NCCL
   // reduce that needs worker k's own share: a deadlock (a scheduling race on 2+ GPUs).
   const bool copy_first = devices_.front().is_cuda();
-  std::vector<Tensor> xs(n), ys(n);
+  std::vector<nn::Args> xs(n);
+  std::vector<Tensor> ys(n);
   if (copy_first)
     for (std::size_t k = 0; k < n; ++k) {
       if (weights[k] == 0) continue;
       replicas_->copy_in(k);
-      xs[k] = replicas_->piece_of(input, starts[k], sizes[k], k);
+      xs[k] = replicas_->piece_args(inputs, starts[k], sizes[k], k);
       ys[k] = replicas_->piece_of(target, starts[k], sizes[k], k);
     }
   // Buffers (replicas.h): replica 0 updates the module's own, the others start from its values.
@@ -127,7 +149,7 @@ Tensor DataParallel::forward_backward_reducer(const Tensor& input, const Tensor&
   // backward of the weighted loss (its gradients land in its own flat gradient buffer).
   auto replica_step = [&](std::size_t k) {
     if (!copy_first) replicas_->copy_in(k);
-    Tensor x = copy_first ? xs[k] : replicas_->piece_of(input, starts[k], sizes[k], k);
+    const nn::Args x = copy_first ? xs[k] : replicas_->piece_args(inputs, starts[k], sizes[k], k);
     Tensor y = copy_first ? ys[k] : replicas_->piece_of(target, starts[k], sizes[k], k);
     Tensor loss = replicas_->train_piece(k, x, y, {options_.seed, step, row_offset + starts[k]},
                                          weights[k], loss_fn);

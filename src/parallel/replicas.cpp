@@ -143,11 +143,24 @@ Tensor ReplicaSet::piece_of(const Tensor& t, std::int64_t start, std::int64_t si
   return narrow(t.detach(), 0, start, size).to(devices_[k]);
 }
 
-Tensor ReplicaSet::train_piece(std::size_t k, const Tensor& x, const Tensor& y,
-                               const DropoutKey& key, double weight, const LossFn& loss_fn) {
+nn::Args ReplicaSet::piece_args(const nn::Args& args, std::int64_t start, std::int64_t size,
+                                std::size_t k) const {
+  nn::Args out;
+  out.reserve(args.size());
+  for (const nn::Arg& a : args) {
+    if (const Tensor* t = nn::tensor_arg(a))
+      out.emplace_back(piece_of(*t, start, size, k));
+    else
+      out.push_back(a);
+  }
+  return out;
+}
+
+Tensor ReplicaSet::train_piece(std::size_t k, const nn::Args& x, const Tensor& y,
+                               const DropoutKey& key, double weight, const ArgsLossFn& loss_fn) {
   EnableGradGuard grad_on;
   DropoutKeyGuard guard(key);
-  Tensor loss = loss_fn(replicas_[k]->forward(x), y);
+  Tensor loss = loss_fn(replicas_[k]->forward_args(x), y);
   if (loss.numel() != 1)
     throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
   if (!loss.requires_grad()) {

@@ -72,12 +72,16 @@ class ReplicaSet {
 
   // Rows [start, start + size) of `t` (detached) on replica k's device.
   Tensor piece_of(const Tensor& t, std::int64_t start, std::int64_t size, std::size_t k) const;
-  // The replica block of every training path, on replica k's worker: forward of `x` under the
-  // dropout key, the loss against `y`, backward of loss · weight (gradients land on replica k's
-  // parameters). Returns the unweighted loss (0-d, detached). ShapeError when the loss is not a
-  // scalar; AutogradError when it does not depend on a parameter that requires grad.
-  Tensor train_piece(std::size_t k, const Tensor& x, const Tensor& y, const DropoutKey& key,
-                     double weight, const LossFn& loss_fn);
+  // The same rows of every tensor argument; plain values unchanged (scatter_gather.h).
+  nn::Args piece_args(const nn::Args& args, std::int64_t start, std::int64_t size,
+                      std::size_t k) const;
+  // The replica block of every training path, on replica k's worker: forward_args of `x` under
+  // the dropout key, the loss of its outputs against `y`, backward of loss · weight (gradients
+  // land on replica k's parameters). Returns the unweighted loss (0-d, detached). ShapeError when
+  // the loss is not a scalar; AutogradError when it does not depend on a parameter that requires
+  // grad.
+  Tensor train_piece(std::size_t k, const nn::Args& x, const Tensor& y, const DropoutKey& key,
+                     double weight, const ArgsLossFn& loss_fn);
 
   // Deterministic mode keeps one buffer update per step, the one of the step's first shard: every
   // shard's forward starts from the buffers as they were when the step began.

@@ -75,21 +75,29 @@ TEST(StepOwner, AHookThatThrowsMakesNoStep) {
 
 TEST(StepOwner, DistributedFusedStepEqualsStepAfterForwardBackward) {
   std::vector<std::vector<float>> fused(2), manual(2);
-  for (bool owner : {false, true})
+  for (bool owner : {false, true}) {
+    // Models and data made here: the rank threads share the default generator.
+    std::vector<std::shared_ptr<nn::Sequential>> models;
+    std::vector<Tensor> xs, ys;
+    for (int rank = 0; rank < 2; ++rank) {
+      models.push_back(make_mlp());
+      manual_seed(20 + rank);
+      xs.push_back(randn({5, 4}));
+      ys.push_back(randn({5, 3}));
+    }
     run_ranks(2, [&](int rank, const std::shared_ptr<dist::ProcessGroup>& group) {
-      auto model = make_mlp();
-      parallel::DistributedDataParallel ddp(model, group);
+      const auto r = static_cast<std::size_t>(rank);
+      parallel::DistributedDataParallel ddp(models[r], group);
       auto sgd = std::make_shared<optim::SGD>(ddp.parameters(), optim::SGDOptions{.lr = 0.1});
       if (owner) ddp.register_fused_optim(sgd);
-      manual_seed(20 + rank);
-      Tensor x = randn({5, 4}), y = randn({5, 3});
       for (int s = 0; s < 2; ++s) {
         sgd->zero_grad();
-        ddp.forward_backward(x, y, loss_of);
+        ddp.forward_backward(xs[r], ys[r], loss_of);
         if (!owner) sgd->step();
       }
-      (owner ? fused : manual)[static_cast<std::size_t>(rank)] = values(*model);
+      (owner ? fused : manual)[r] = values(*models[r]);
     });
+  }
   EXPECT_EQ(fused, manual);
   EXPECT_EQ(fused[0], fused[1]);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lockstep/core/tensor.h"
+#include "lockstep/nn/args.h"
 #include "lockstep/nn/state_dict.h"
 
 namespace lockstep::nn {
@@ -21,6 +22,11 @@ class Module : public std::enable_shared_from_this<Module> {
   /// The module's computation on a batch. The default throws Error (a module without forward).
   virtual Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
+  /// A forward with several inputs and outputs (PyTorch's forward(*args) returning a tuple): tensors
+  /// and plain values in, tensors out. The default takes exactly one tensor and returns
+  /// {forward(it)}; it throws ValueError naming the module for anything else. Override it for a
+  /// module with several inputs or outputs (DataParallel scatters and gathers through it).
+  virtual std::vector<Tensor> forward_args(const Args& args);
 
   /// Type name for messages ("Linear", "Sequential", or the user's class).
   virtual std::string name() const { return "Module"; }

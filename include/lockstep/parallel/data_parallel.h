@@ -84,6 +84,11 @@ struct DataParallelOptions {
 /// Loss of one replica's chunk: (output [b_k, ...], target [b_k, ...]) -> mean loss (0-d).
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
 
+/// Loss of one replica's outputs (forward_args: each [b_k, ...], or 0-d) against its target chunk
+/// [b_k, ...] -> mean loss (0-d).
+using ArgsLossFn =
+    std::function<Tensor(const std::vector<Tensor>& outputs, const Tensor& target)>;
+
 /// How many terms a chunk's mean loss averages over, from its target (default: its rows). The
 /// reducer path weights chunk k's loss by count_k / Σ count, so the weighted sum is the mean
 /// over the global batch also when some targets are ignored.
@@ -118,6 +123,16 @@ class DataParallel : public nn::Module {
   /// input [B, ...] -> gathered output [B, ...] on the output device. Only min(B, N) replicas run.
   /// Errors raised inside a replica reach the caller as the same type, prefixed with the device.
   Tensor forward(const Tensor& input) override;
+  /// PyTorch's DataParallel.forward(*inputs) for a module with several inputs or outputs
+  /// (nn::Module::forward_args): every tensor argument [B, ...] is split along dim 0 with the same
+  /// sizes (torch.tensor_split), every other argument goes to every replica unchanged; each output
+  /// is gathered on the output device, a batched one along dim 0 ([B, ...]), a 0-d one into a
+  /// vector [P] with one value per piece that ran (P = min(B, N) replicas; in deterministic mode
+  /// one per shard), as torch.nn.parallel.gather does. Autograd flows through all outputs to the
+  /// parameters and to every tensor input that requires grad. ShapeError when no argument is a
+  /// tensor, a tensor argument is 0-d or they disagree on dim 0, or a replica returns a batched
+  /// output without its chunk's rows or a different number or kind of outputs than another.
+  std::vector<Tensor> forward_args(const nn::Args& inputs) override;
 
   /// The reducer path: runs forward, loss_fn(output_k, target_k) · w_k and backward on every
   /// replica (w_k = count_k / Σ count, count_k = b_k unless `count` says otherwise), all-reduces
@@ -128,6 +143,12 @@ class DataParallel : public nn::Module {
   /// ValueError when a wrapped parameter was frozen or unfrozen (requires_grad changed) after
   /// wrapping (forward() too, unless grad mode is off): wrap the module again instead.
   Tensor forward_backward(const Tensor& input, const Tensor& target, const LossFn& loss_fn,
+                          const LossCount& count = {});
+  /// Several inputs and outputs (the module overrides nn::Module::forward_args): every tensor in
+  /// `inputs` is split along dim 0 like the target (tensor_split sizes), plain values go to every
+  /// replica unchanged, and loss_fn gets the replica's outputs. Otherwise as above; ShapeError
+  /// also when a tensor input is 0-d or disagrees with the target on dim 0.
+  Tensor forward_backward(const nn::Args& inputs, const Tensor& target, const ArgsLossFn& loss_fn,
                           const LossCount& count = {});
   /// CrossEntropyLoss: chunks are weighted by their targets that are not ignore_index.
   Tensor forward_backward(const Tensor& input, const Tensor& target,
@@ -326,8 +347,8 @@ class DataParallel : public nn::Module {
   // CPU with its columns split over the workers, on a GPU by one kernel launch, the same bits);
   // returns, per parameter, whether any piece produced a gradient.
   std::vector<char> reduce_slots(const Tensor& slots, const std::vector<std::vector<char>>& had);
-  Tensor forward_backward_deterministic(const Tensor& input, const Tensor& target,
-                                        const LossFn& loss_fn, const LossCount& count);
+  Tensor forward_backward_deterministic(const nn::Args& inputs, const Tensor& target,
+                                        const ArgsLossFn& loss_fn, const LossCount& count);
   void accumulate_master_grads(const Tensor& flat_grad, const std::vector<char>& has_grad);
   // Before the reducer path overwrites master_grad_ (replica 0's reducer buffer): when a .grad
   // handed out from it is still alive (held by a parameter that was not zero_grad()ed, or by the
@@ -339,8 +360,8 @@ class DataParallel : public nn::Module {
   // no_sync(): after reducers_[k]->prepare(), seeds replica k's reducer with its pending buffer.
   void seed_from_local(std::size_t k);
   // The reducer path (forward_backward without deterministic mode).
-  Tensor forward_backward_reducer(const Tensor& input, const Tensor& target, const LossFn& loss_fn,
-                                  const LossCount& count);
+  Tensor forward_backward_reducer(const nn::Args& inputs, const Tensor& target,
+                                  const ArgsLossFn& loss_fn, const LossCount& count);
   // ValueError unless the reducer path's step can be captured into a CUDA graph: one GPU, no
   // process group, synced (no no_sync() pending), a non-empty batch.
   void check_graph_capturable(std::int64_t batch) const;

@@ -2,7 +2,7 @@
 // src/core/tensor.cpp, src/optim/) checks shapes, dtypes and devices and builds the autograd
 // graph as on the CPU, then calls these for cuda:k tensors. Implemented in
 // src/ops/cuda/tensor_ops.cpp on top of kernels::cuda (src/ops/cuda/kernels.h); in builds
-// without CUDA, src/cuda/ops_stub.cpp stands in (no cuda:k tensor can exist there, so it is never
+// without CUDA, src/ops/cuda_stub.cpp stands in (no cuda:k tensor can exist there, so it is never
 // reached and throws DeviceError if it is). No CUDA header is included here.
 //
 // Conventions: tensors are contiguous, already checked (shapes, same dtype, same device unless

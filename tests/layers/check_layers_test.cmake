@@ -50,7 +50,7 @@ endif()
 # 3. The same tree with one file per rule broken: fails, reporting each.
 write(src/core/bad.cpp "#include <cstring>" "" "#include \"lockstep/ops/ops.h\"")
 write(src/dist/bad.cpp "// dist knows no modules" "#include <lockstep/nn/module.h>")
-write(src/nn/bad.h "#pragma once" "#include \"parallel/detail.h\"")
+write(src/nn/bad.h "#pragma once" "#include \"parallel/detail.h\"  // a; comment [x]")
 write(src/io/bad.cpp "#include \"../../app/cli.h\"")
 write(src/data/bad.cpp "#include \"lockstep/lockstep.h\"")
 write(src/gizmo/thing.cpp "#include \"lockstep/core/tensor.h\"")

@@ -1,9 +1,9 @@
 // Internal: the CUDA paths of the Tensor ops, at the level of tensors. The op layer (src/ops/,
-// src/core/tensor.cpp, src/optim/) checks shapes, dtypes and devices and builds the autograd
-// graph as on the CPU, then calls these for cuda:k tensors. Implemented in
-// src/ops/cuda/tensor_ops.cpp on top of kernels::cuda (src/ops/cuda/kernels.h); in builds
-// without CUDA, src/cuda/ops_stub.cpp stands in (no cuda:k tensor can exist there, so it is never
-// reached and throws DeviceError if it is). No CUDA header is included here.
+// the Tensor methods of src/ops/tensor_*.cpp included, and src/optim/) checks shapes, dtypes and
+// devices and builds the autograd graph as on the CPU, then calls these for cuda:k tensors.
+// Implemented in src/ops/cuda/tensor_ops.cpp on top of kernels::cuda (src/ops/cuda/kernels.h); in
+// builds without CUDA, src/ops/cuda_stub.cpp stands in (no cuda:k tensor can exist there, so it
+// is never reached and throws DeviceError if it is). No CUDA header is included here.
 //
 // Conventions: tensors are contiguous, already checked (shapes, same dtype, same device unless
 // said otherwise), float32 or float64 unless said otherwise; outputs are allocated by the

@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #include "core/wrapping.h"
-#include "optim/update_rules.h"
+#include "ops/update_rules.h"
 
 namespace lockstep::kernels::shared {
 

@@ -8,6 +8,7 @@
 #include "lockstep/autograd/node.h"
 #include "lockstep/core/tensor.h"
 #include "lockstep/ops/ops.h"
+#include "core/wrap_dim.h"  // wrap_dim, for the ops too
 
 namespace lockstep::detail {
 
@@ -53,15 +54,6 @@ inline void check_floating(const char* op, const Tensor& t) {
   if (!is_floating(t.dtype()))
     throw DTypeError(std::string(op) + ": expected a float32 or float64 tensor, got " +
                      to_string(t.dtype()) + " " + t.shape().str());
-}
-
-/// Normalises a possibly negative dim; IndexError naming the op and shape when out of range.
-inline int wrap_dim(const char* op, int dim, int ndim) {
-  int d = dim < 0 ? dim + ndim : dim;
-  if (d < 0 || d >= ndim)
-    throw IndexError(std::string(op) + ": dimension " + std::to_string(dim) +
-                     " out of range for a " + std::to_string(ndim) + "-d tensor");
-  return d;
 }
 
 /// Broadcast shape of a and b (NumPy rules); ShapeError naming both shapes otherwise.

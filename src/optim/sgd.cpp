@@ -3,7 +3,7 @@
 #include "lockstep/autograd/grad_mode.h"
 #include "ops/cuda_ops.h"
 #include "optim/flat_step.h"
-#include "optim/update_rules.h"
+#include "ops/update_rules.h"
 
 namespace lockstep::optim {
 

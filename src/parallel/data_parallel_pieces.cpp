@@ -100,7 +100,7 @@ std::vector<char> DataParallel::reduce_slots(const Tensor& slots,
   const auto n = static_cast<std::int64_t>(devices_.size());
   if (slots.device().is_cuda()) {
     // On a GPU: one launch on the slots' device, one thread per column, the same tree
-    // (src/parallel/tree_sum.h), so the bits equal the CPU's.
+    // (src/ops/tree_sum.h), so the bits equal the CPU's.
     cuda_ops::tree_sum_rows(slots);
   } else {
     replicas_->run(devices_.size(), [&](std::size_t k) {

@@ -1,6 +1,6 @@
 // Fused optimizer steps (see kernels.h): SGD and Adam/AdamW over one parameter, and over every
 // parameter of a flat buffer in one launch. The per-element formulas are those of
-// src/optim/update_rules.h, shared with the CPU loops (src/optim/sgd.cpp, src/optim/adam.cpp).
+// src/ops/update_rules.h, shared with the CPU loops (src/optim/sgd.cpp, src/optim/adam.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include "lockstep/core/error.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/kernels.h"
-#include "optim/update_rules.h"
+#include "ops/update_rules.h"
 
 namespace lockstep::kernels::cuda {
 

@@ -12,7 +12,7 @@
 #include "ops/cuda_ops.h"
 #include "ops/op_utils.h"
 #include "ops/strided_plan.h"
-#include "optim/update_rules.h"
+#include "ops/update_rules.h"
 
 namespace lockstep::cuda_ops {
 

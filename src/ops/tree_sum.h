@@ -10,6 +10,9 @@
 // schedule is tested by tests/parallel/tree_sum_test.cpp (without a GPU), the kernel against
 // tree_sum_columns by tests/cuda/kernels_test.cpp (on a GPU).
 //
+// In src/ops/, the lowest layer that sums in it (the CUDA kernel), so that ops need not include
+// parallel (docs/design.md, "Layers"); the namespace is still parallel::detail, its main user's.
+//
 // Compiled by the host compiler (C++20) and by nvcc (C++17): nothing newer than C++17 here.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The "nccl" ProcessGroup backend (include/lockstep/dist/nccl.h): NCCL communicators over CUDA
 // devices, created with ncclCommInitAll (one process, several GPUs) or ncclCommInitRank with the
 // unique id sent through a CPU ProcessGroup (one process per GPU). Compiled only with
-// LOCKSTEP_CUDA; src/cuda/nccl_stub.cpp stands in for it otherwise.
+// LOCKSTEP_CUDA; src/dist/nccl_stub.cpp stands in for it otherwise.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -33,7 +33,7 @@ std::string nccl_message(ncclResult_t status, ncclComm_t comm) {
 }
 
 // "NCCL error on cuda:1 (rank 1 of 2) in ncclAllReduce(float32, 1000 elements): unhandled cuda
-// error (...) [src/cuda/nccl_group.cpp:123]"
+// error (...) [src/dist/nccl/nccl_group.cpp:123]"
 [[noreturn]] void throw_nccl(ncclResult_t status, ncclComm_t comm, const std::string& where,
                              const std::string& op, const char* file, int line) {
   throw NcclError("NCCL error on " + where + " in " + op + ": " + nccl_message(status, comm) +

@@ -10,7 +10,9 @@
 // AdamScalars) are computed on the host, in double and then converted to T, by one function each.
 //
 // Formulas: torch.optim.SGD and torch.optim.Adam / AdamW (PyTorch 1.13 documentation, the
-// single-tensor implementations); see include/lockstep/optim/sgd.h and adam.h.
+// single-tensor implementations); see include/lockstep/optim/sgd.h and adam.h. In src/ops/, the
+// lowest layer that uses them (the fused optimizer kernels), so that ops need not include optim
+// (docs/design.md, "Layers"); the namespace is still optim::rules.
 #pragma once
 
 #include <cmath>

@@ -125,9 +125,10 @@ int get_num_threads() { return state().num_threads; }
 
 void set_num_threads(int n) {
   if (n < 1) throw ValueError("set_num_threads: expected at least 1 thread, got " + std::to_string(n));
-  auto& s = state();
-  if (s.num_threads != n) s.team.reset();
-  s.num_threads = n;
+  // The helper team is kept: a larger team serves a smaller count (parallel_run uses n - 1 of its
+  // threads) and parallel_run grows it when needed, so toggling the count (DataParallel's
+  // one-device step on the calling thread) starts and joins no threads.
+  state().num_threads = n;
 }
 
 void parallel_run(int n, const std::function<void(int)>& f) {

@@ -125,7 +125,8 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   for (auto& p : master_.params) inputs.push_back(p);
   autograd::record(
       "DataParallelBackward", out, inputs,
-      [this, alive = std::weak_ptr<char>(alive_), outs, chunks, pl, tensor_at, wants, offsets,
+      [this, alive = std::weak_ptr<char>(alive_), outs = std::move(outs), chunks = std::move(chunks),
+       pl, tensor_at = std::move(tensor_at), wants = std::move(wants), offsets,
        shapes](const Tensor& g) {
         if (alive.expired())
           throw Error(

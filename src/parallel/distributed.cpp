@@ -34,7 +34,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                  DistributedDataParallelOptions options)
     : DataParallel(std::move(module), local_devices(options), std::nullopt,
                    data_parallel_options(options, std::move(process_group))),
-      broadcast_buffers_(options.broadcast_buffers) {
+      broadcast_buffers_(options.broadcast_buffers),
+      has_buffers_(!module_->named_buffers().empty()) {
   broadcast_state(0);
 }
 
@@ -91,7 +92,7 @@ void DistributedDataParallel::broadcast_buffers_from(int root) {
 }
 
 bool DistributedDataParallel::buffer_sync_due() const {
-  return broadcast_buffers_ && forward_param_sync_ && !module_->named_buffers().empty();
+  return broadcast_buffers_ && forward_param_sync_ && has_buffers_;
 }
 
 DataParallel::GlobalStep DistributedDataParallel::begin_step(const LocalStep& mine) {

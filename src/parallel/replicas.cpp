@@ -11,7 +11,11 @@ namespace lockstep::parallel::detail {
 
 ReplicaSet::ReplicaSet(nn::Module& module, FlatBuffer& master, const std::vector<Device>& devices,
                        int threads)
-    : module_(module), master_(master), devices_(devices), threads_(threads) {
+    : module_(module),
+      master_(master),
+      devices_(devices),
+      threads_(threads),
+      buffer_count_(buffers_of(module).size()) {
   for (std::size_t k = 0; k < devices_.size(); ++k) {
     auto replica = module_.clone();
     replica->to(devices_[k]);
@@ -110,7 +114,9 @@ std::vector<Tensor> ReplicaSet::buffers_of(const nn::Module& m) {
   return out;
 }
 
-std::vector<Tensor> ReplicaSet::module_buffers() const { return buffers_of(module_); }
+std::vector<Tensor> ReplicaSet::module_buffers() const {
+  return buffer_count_ == 0 ? std::vector<Tensor>{} : buffers_of(module_);
+}
 
 void ReplicaSet::push_buffers(std::size_t n) {
   const std::vector<Tensor> src = module_buffers();

@@ -68,7 +68,7 @@ class ReplicaSet {
   // buffer tensors (again, if the module replaced one: to(), set_data), replicas 1..n-1 get their
   // values. Nothing to do for a module without buffers.
   void push_buffers(std::size_t n);
-  bool has_buffers() const { return !module_buffers().empty(); }
+  bool has_buffers() const { return buffer_count_ > 0; }
 
   // Rows [start, start + size) of `t` (detached) on replica k's device.
   Tensor piece_of(const Tensor& t, std::int64_t start, std::int64_t size, std::size_t k) const;
@@ -111,6 +111,9 @@ class ReplicaSet {
   FlatBuffer& master_;
   std::vector<Device> devices_;
   int threads_;
+  // The module's buffers when wrapped (the replicas were cloned with these; none: nothing to do
+  // per step, not even listing them).
+  std::size_t buffer_count_ = 0;
   std::vector<std::shared_ptr<nn::Module>> replicas_;
   std::vector<FlatBuffer> flat_;
   std::vector<std::unique_ptr<DeviceWorker>> workers_;

@@ -14,7 +14,6 @@
 
 namespace lockstep::parallel {
 
-using detail::clear_grads;
 using detail::normalized;
 using detail::sum_of;
 using detail::tree_sum;
@@ -74,7 +73,7 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
         for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
           const Shard& piece = pl.pieces[s];
           if (weights[s] == 0) continue;
-          clear_grads(*replicas_->module(k));
+          replicas_->clear_grads(k);
           const nn::Args x =
               copy_first ? xs[s] : replicas_->piece_args(inputs, piece.start, piece.size, k);
           Tensor y = copy_first ? ys[s] : replicas_->piece_of(target, piece.start, piece.size, k);
@@ -86,7 +85,7 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
           store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
                             had[s]);
         }
-        clear_grads(*replicas_->module(k));
+        replicas_->clear_grads(k);
       },
       /*single_thread=*/true);
   shard_buffers.finish();

@@ -16,7 +16,6 @@
 
 namespace lockstep::parallel {
 
-using detail::clear_grads;
 
 Tensor DataParallel::forward(const Tensor& input) {
   if (!input.defined() || input.dim() < 1)
@@ -68,7 +67,7 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
         if (!copy_first) replicas_->copy_in(k);
         AutoGradMode grad_mode(grad);
         nn::Module& replica = *replicas_->module(k);
-        clear_grads(replica);
+        replicas_->clear_grads(k);
         for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
           const Shard& piece = pl.pieces[s];
           nn::Args a = copy_first ? chunks[s] : replicas_->piece_args(args, piece.start, piece.size, k);
@@ -163,7 +162,7 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
             [&](std::size_t k) {
               nn::Module& replica = *replicas_->module(k);
               for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
-                clear_grads(replica);
+                replicas_->clear_grads(k);
                 std::vector<Tensor> roots, root_grads;
                 for (std::size_t i = 0; i < outs[s].size(); ++i)
                   if (outs[s][i].requires_grad()) {
@@ -175,7 +174,7 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
                 store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
                                   had[s]);
               }
-              clear_grads(replica);
+              replicas_->clear_grads(k);
             },
             options_.deterministic);
         bytes_moved_ += gather_rows(slots, blocks, pl);  // rows computed on other GPUs

@@ -15,7 +15,6 @@
 
 namespace lockstep::parallel {
 
-using detail::clear_grads;
 using detail::normalized;
 using detail::sum_of;
 
@@ -162,7 +161,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     // no_sync(): forward and backward on every replica, nothing reduced. Replica gradients are
     // added into the local buffers only once every replica succeeded.
     replicas_->run(n, [&](std::size_t k) {
-      clear_grads(*replicas_->module(k));
+      replicas_->clear_grads(k);
       if (weights[k] == 0) return;
       replica_step(k);
     });
@@ -259,7 +258,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     fused_->end_sliced_step(updated);
     fused_done_ = true;
   }
-  for (std::size_t k = 0; k < n; ++k) clear_grads(*replicas_->module(k));
+  for (std::size_t k = 0; k < n; ++k) replicas_->clear_grads(k);
   if (seed) {
     NoGradGuard no_grad;
     for (std::size_t k = 0; k < n; ++k) {
@@ -316,7 +315,7 @@ void DataParallel::accumulate_local(std::size_t k) {
     replicas_->flat(k).view_of(local_grad_[k], j).add_(g.to(devices_[k]));
     local_has_[k][j] = 1;
   }
-  clear_grads(*replicas_->module(k));
+  replicas_->clear_grads(k);
 }
 
 void DataParallel::seed_from_local(std::size_t k) {

@@ -59,9 +59,4 @@ inline double sum_of(const std::vector<double>& v) {
   return t;
 }
 
-// Sets every parameter's gradient to none.
-inline void clear_grads(nn::Module& m) {
-  for (auto& p : m.parameters()) p.set_grad(Tensor());
-}
-
 }  // namespace lockstep::parallel::detail

@@ -2,6 +2,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
+#include "ops/op_utils.h"
 
 namespace lockstep::parallel {
 
@@ -49,7 +50,13 @@ FlatBuffer FlatBuffer::build(const std::vector<Tensor>& params, Device device,
 }
 
 Tensor FlatBuffer::view_of(const Tensor& flat, std::size_t i) const {
-  return reshape(narrow(flat.detach(), 0, offsets[i], shapes[i].numel()), shapes[i]);
+  // One handle on flat's storage (what detach, narrow and reshape give, without their two
+  // intermediate handles and checks: the layout is this buffer's own). ShapeError for a flat
+  // tensor that is not a 1-d buffer of this layout.
+  if (flat.dim() != 1 || flat.numel() != numel)
+    throw ShapeError("FlatBuffer::view_of: expected a 1-d buffer of " + std::to_string(numel) +
+                     " elements, got " + flat.shape().str());
+  return detail::alias(flat, flat.impl().offset + offsets[i], shapes[i]);
 }
 
 }  // namespace lockstep::parallel

@@ -61,6 +61,10 @@ class ReplicaSet {
   // the first `n` replicas.
   bool copies_master(std::size_t k) const;
   std::int64_t parameter_copy_bytes(std::size_t n) const;
+  // Sets every gradient of replica k to none (its flat view's parameters: no module walk).
+  void clear_grads(std::size_t k) {
+    for (auto& p : flat_[k].params) p.set_grad(Tensor());
+  }
   // Replica k's parameters from the master buffer (one copy where memory is not shared).
   void copy_in(std::size_t k);
 

@@ -58,7 +58,7 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
     for (std::size_t k = 0; k < pl.ranges.size(); ++k) {
       replicas_->copy_in(k);
       for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
-        if (weights[s] == 0) continue;
+        if (pl.pieces[s].size == 0) continue;
         xs[s] = replicas_->piece_args(inputs, pl.pieces[s].start, pl.pieces[s].size, k);
         ys[s] = replicas_->piece_of(target, pl.pieces[s].start, pl.pieces[s].size, k);
       }
@@ -72,7 +72,7 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
         if (!copy_first) replicas_->copy_in(k);
         for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
           const Shard& piece = pl.pieces[s];
-          if (weights[s] == 0) continue;
+          if (pl.pieces[s].size == 0) continue;
           replicas_->clear_grads(k);
           const nn::Args x =
               copy_first ? xs[s] : replicas_->piece_args(inputs, piece.start, piece.size, k);
@@ -81,7 +81,7 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
           Tensor loss = replicas_->train_piece(
               k, x, y, {options_.seed, step, g.row_offset + piece.start}, weights[s], loss_fn);
           shard_buffers.after(k, s == 0);
-          losses[s] = loss.item() * weights[s];
+          if (weights[s] > 0) losses[s] = loss.item() * weights[s];
           store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
                             had[s]);
         }

@@ -103,17 +103,35 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   for (auto& p : master_.params) any_param_grad = any_param_grad || p.requires_grad();
   if (!grad || !(input_grad || any_param_grad) || nout == 0) return gathered;
 
-  // One autograd node, DataParallelBackward, over every output: recorded on the one output, or
-  // on the outputs packed into one flat tensor whose slices are returned.
+  // One autograd node, DataParallelBackward, over the differentiable outputs (floating point,
+  // requiring grad on some replica; others, an int64 argmax say, are returned as gathered):
+  // recorded on the one such output, or on those outputs packed into one flat tensor whose
+  // slices are returned.
+  std::vector<int> slot(nout, -1);  // output i's place among the packed ones
+  std::vector<std::size_t> packed;
+  for (std::size_t i = 0; i < nout; ++i) {
+    bool needs = false;
+    for (auto& o : outs) needs = needs || o[i].requires_grad();
+    if (!needs || !is_floating(gathered[i].dtype())) continue;
+    if (!packed.empty() && gathered[i].dtype() != gathered[packed[0]].dtype())
+      throw DTypeError("DataParallel::forward_args: outputs " + std::to_string(packed[0]) + " (" +
+                       to_string(gathered[packed[0]].dtype()) + ") and " + std::to_string(i) +
+                       " (" + to_string(gathered[i].dtype()) +
+                       ") both require grad; the outputs autograd flows through must share a "
+                       "dtype");
+    slot[i] = static_cast<int>(packed.size());
+    packed.push_back(i);
+  }
+  if (packed.empty()) return gathered;
   std::vector<std::int64_t> offsets;
-  Tensor out = gathered[0];
-  if (nout > 1) {
+  Tensor out = gathered[packed[0]];
+  if (packed.size() > 1) {
     std::vector<Tensor> flat;
     std::int64_t offset = 0;
-    for (auto& g : gathered) {
+    for (std::size_t i : packed) {
       offsets.push_back(offset);
-      offset += g.numel();
-      flat.push_back(g.reshape({g.numel()}));
+      offset += gathered[i].numel();
+      flat.push_back(gathered[i].reshape({gathered[i].numel()}));
     }
     out = cat(flat, 0);
   }
@@ -125,14 +143,17 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   autograd::record(
       "DataParallelBackward", out, inputs,
       [this, alive = std::weak_ptr<char>(alive_), outs = std::move(outs), chunks = std::move(chunks),
-       pl, tensor_at = std::move(tensor_at), wants = std::move(wants), offsets,
+       pl, tensor_at = std::move(tensor_at), wants = std::move(wants), offsets, slot,
        shapes](const Tensor& g) {
         if (alive.expired())
           throw Error(
               "DataParallel: backward through an output of a DataParallel that was destroyed");
         // Output i's gradient, then piece s's part of it.
         auto out_grad = [&](std::size_t i) {
-          return offsets.empty() ? g : narrow(g, 0, offsets[i], shapes[i].numel()).reshape(shapes[i]);
+          return offsets.empty() ? g
+                                 : narrow(g, 0, offsets[static_cast<std::size_t>(slot[i])],
+                                          shapes[i].numel())
+                                       .reshape(shapes[i]);
         };
         auto piece_grad = [&](std::size_t i, std::size_t s) {
           const Tensor gi = out_grad(i);
@@ -154,18 +175,17 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
         for (std::size_t k = 0; k < pl.ranges.size(); ++k)
           for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s)
             for (std::size_t i = 0; i < outs[s].size(); ++i)
-              grads[s].push_back(outs[s][i].requires_grad() && copy_first
+              grads[s].push_back(slot[i] >= 0 && outs[s][i].requires_grad() && copy_first
                                      ? piece_grad(i, s).to(devices_[k])
                                      : Tensor());
         replicas_->run(
             pl.ranges.size(),
             [&](std::size_t k) {
-              nn::Module& replica = *replicas_->module(k);
               for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
                 replicas_->clear_grads(k);
                 std::vector<Tensor> roots, root_grads;
                 for (std::size_t i = 0; i < outs[s].size(); ++i)
-                  if (outs[s][i].requires_grad()) {
+                  if (slot[i] >= 0 && outs[s][i].requires_grad()) {
                     roots.push_back(outs[s][i]);
                     root_grads.push_back(copy_first ? grads[s][i].clone()
                                                     : piece_grad(i, s).to(devices_[k]).clone());
@@ -200,11 +220,14 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
                                   : Tensor());
         return result;
       });
-  if (nout == 1) return {out};
-  std::vector<Tensor> result;
-  for (std::size_t i = 0; i < nout; ++i)
-    result.push_back(narrow(out, 0, offsets[i], shapes[i].numel()).reshape(shapes[i]));
-  return result;
+  if (packed.size() == 1) {
+    gathered[packed[0]] = out;
+  } else {
+    for (std::size_t j = 0; j < packed.size(); ++j)
+      gathered[packed[j]] =
+          narrow(out, 0, offsets[j], shapes[packed[j]].numel()).reshape(shapes[packed[j]]);
+  }
+  return gathered;
 }
 
 }  // namespace lockstep::parallel

@@ -66,8 +66,11 @@ Tensor DataParallel::forward_backward(const nn::Args& inputs, const Tensor& targ
   // The fused optimizer's step where the workers did not make it (step_place): a call that
   // reduced into .grad (deterministic mode reduces inside no_sync() too, but makes no step there).
   if (reduced_ && !fused_done_ && step_place(local_pending_) != StepPlace::None) {
-    for (const auto& hook : step_pre_hooks_) hook();
-    fused_->step();
+    // A copy: a hook may register another (it runs from the next step on).
+    const auto hooks = step_pre_hooks_;
+    std::shared_ptr<optim::Optimizer> optimizer = fused_;  // kept alive if a hook unregisters it
+    for (const auto& hook : hooks) hook();
+    optimizer->step();
   }
   return loss;
 }
@@ -114,7 +117,6 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
   total = g.count;
   const std::int64_t row_offset = g.row_offset;
   const bool sync = g.sync;
-  dist::ProcessGroup* group = options_.process_group.get();
   const std::uint64_t step = step_++;
   const bool empty = total == 0;
   const std::vector<double> weights = normalized(counts, total);
@@ -137,7 +139,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
   std::vector<Tensor> ys(n);
   if (copy_first)
     for (std::size_t k = 0; k < n; ++k) {
-      if (weights[k] == 0) continue;
+      if (sizes[k] == 0) continue;
       replicas_->copy_in(k);
       xs[k] = replicas_->piece_args(inputs, starts[k], sizes[k], k);
       ys[k] = replicas_->piece_of(target, starts[k], sizes[k], k);
@@ -154,7 +156,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
                                          weights[k], loss_fn);
     if (capturing)
       device_losses[k] = loss;
-    else
+    else if (weights[k] > 0)
       losses[k] = loss.item() * weights[k];
   };
   if (!sync) {
@@ -162,7 +164,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     // added into the local buffers only once every replica succeeded.
     replicas_->run(n, [&](std::size_t k) {
       replicas_->clear_grads(k);
-      if (weights[k] == 0) return;
+      if (sizes[k] == 0) return;
       replica_step(k);
     });
     if (local_grad_.empty()) {
@@ -231,7 +233,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
           }
       }
     } guard{*reducers_[k]};
-    if (weights[k] > 0) replica_step(k);
+    if (sizes[k] > 0) replica_step(k);
     guard.done = true;
     reducers_[k]->finalize();  // with the fused optimizer: also its update (set_update above)
   });

@@ -164,8 +164,16 @@ nn::Args ReplicaSet::piece_args(const nn::Args& args, std::int64_t start, std::i
 
 Tensor ReplicaSet::train_piece(std::size_t k, const nn::Args& x, const Tensor& y,
                                const DropoutKey& key, double weight, const ArgsLossFn& loss_fn) {
-  EnableGradGuard grad_on;
   DropoutKeyGuard guard(key);
+  if (weight == 0) {
+    // Nothing of this chunk counts (every target ignored): its forward still runs, as PyTorch's
+    // does, so the buffers it updates (BatchNorm's statistics) and collectives it runs happen;
+    // no loss, no backward.
+    NoGradGuard no_grad;
+    replicas_[k]->forward_args(x);
+    return Tensor();
+  }
+  EnableGradGuard grad_on;
   Tensor loss = loss_fn(replicas_[k]->forward_args(x), y);
   if (loss.numel() != 1)
     throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
@@ -209,7 +217,7 @@ void ReplicaSet::ShardBuffers::after(std::size_t k, bool first) {
 }
 
 void ReplicaSet::ShardBuffers::finish() {
-  if (!active_) return;
+  if (!active_ || start_.empty()) return;  // no shard ran here (an empty or joined rank)
   NoGradGuard no_grad;
   std::vector<Tensor> dst = set_.module_buffers();
   const std::vector<Tensor>& src = kept_.empty() ? start_.front() : kept_;

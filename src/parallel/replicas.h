@@ -81,7 +81,9 @@ class ReplicaSet {
                       std::size_t k) const;
   // The replica block of every training path, on replica k's worker: forward_args of `x` under
   // the dropout key, the loss of its outputs against `y`, backward of loss · weight (gradients
-  // land on replica k's parameters). Returns the unweighted loss (0-d, detached). ShapeError when
+  // land on replica k's parameters). Returns the unweighted loss (0-d, detached); with weight 0
+  // (nothing of the chunk counts) only the forward runs, under no_grad, and the result is
+  // undefined. ShapeError when
   // the loss is not a scalar; AutogradError when it does not depend on a parameter that requires
   // grad.
   Tensor train_piece(std::size_t k, const nn::Args& x, const Tensor& y, const DropoutKey& key,

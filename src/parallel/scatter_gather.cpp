@@ -46,6 +46,9 @@ void check_piece_outputs(const std::vector<Tensor>& outs, const std::vector<Tens
                        which + " for a chunk of " + std::to_string(rows) +
                        " samples; DataParallel gathers outputs along dim 0 (a 0-d output as one "
                        "value per chunk)");
+    if (o.dtype() != first[i].dtype())
+      throw DTypeError("forward returned " + to_string(o.dtype()) + which + " for one chunk and " +
+                       to_string(first[i].dtype()) + " for another; DataParallel gathers them");
     if ((o.dim() == 0) != (first[i].dim() == 0))
       throw ShapeError("forward returned " + o.shape().str() + which + " for one chunk and " +
                        first[i].shape().str() + " for another");

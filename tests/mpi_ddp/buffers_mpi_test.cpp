@@ -5,6 +5,7 @@
 
 #include "lockstep/dist/mpi.h"
 #include "support/buffer_probe.h"
+#include "support/mpi_gtest_main.h"
 
 namespace lockstep::testing {
 namespace {
@@ -26,17 +27,5 @@ TEST(MpiBuffers, JoinHandsTheLowestActiveRanksBuffersToEveryRank) {
 }  // namespace lockstep::testing
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  auto group = lockstep::testing::world();
-  if (group->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  // A failure on any rank fails every rank's exit status.
-  std::int64_t failed = RUN_ALL_TESTS();
-  lockstep::Tensor t = lockstep::tensor(std::span<const std::int64_t>(&failed, 1));
-  group->all_reduce(t, lockstep::dist::ReduceOp::Max);
-  const bool any = t.to_vector<std::int64_t>()[0] != 0;
-  lockstep::dist::finalize_mpi();
-  return any ? 1 : 0;
+  return lockstep::testing::run_mpi_gtest(argc, argv, lockstep::testing::world());
 }

@@ -17,6 +17,7 @@
 #include "lockstep/parallel/distributed.h"
 #include "support/golden.h"
 #include "support/helpers.h"
+#include "support/mpi_gtest_main.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {
@@ -272,19 +273,6 @@ TEST(MpiDdp, CaseC11NaNOnOneRankIsACollectiveDecision) {
 }  // namespace
 }  // namespace lockstep::testing
 
-// gtest on every rank; only rank 0 prints; the process fails if any rank failed.
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  auto group = lockstep::testing::world();
-  if (group->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  std::int64_t f = failed;
-  lockstep::Tensor t = lockstep::tensor(std::span<const std::int64_t>(&f, 1));
-  group->all_reduce(t, lockstep::dist::ReduceOp::Max);
-  const bool any = t.to_vector<std::int64_t>()[0] != 0;
-  lockstep::dist::finalize_mpi();
-  return any ? 1 : 0;
+  return lockstep::testing::run_mpi_gtest(argc, argv, lockstep::testing::world());
 }

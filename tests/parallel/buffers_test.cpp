@@ -5,6 +5,7 @@
 // before synchronizing steps with PyTorch's gate (distributed.h, "Buffers").
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "lockstep/io/safetensors.h"
@@ -136,6 +137,39 @@ TEST(Buffers, DistributedJoinHandsTheLowestActiveRanksBuffersToEveryRank) {
         ddp_buffer_join_body(rank, group, early);
       });
     }
+}
+
+TEST(Buffers, AChunkWhoseTargetsAreAllIgnoredStillRunsItsForward) {
+  // As PyTorch: the forward (and so BatchNorm's statistics) does not depend on the loss's mask.
+  for (bool deterministic : {false, true}) {
+    auto probe = std::make_shared<BufferProbe>();
+    DataParallelOptions o;
+    o.deterministic = deterministic;
+    DataParallel dp(probe, cpus(1), std::nullopt, o);
+    Tensor y = full({4}, -100, kInt64);
+    Tensor loss = dp.forward_backward(randn({4, 3}), y, nn::CrossEntropyLoss());
+    EXPECT_TRUE(std::isnan(loss.item()));  // nothing counts: the mean over no terms
+    EXPECT_EQ(probe_buffers(*probe)[0], 4.0) << "deterministic " << deterministic;
+    for (auto& p : probe->parameters()) EXPECT_FALSE(p.grad().defined());
+  }
+}
+
+TEST(Buffers, DistributedDeterministicRankWithoutRowsKeepsItsBuffers) {
+  // A rank with no rows in a step, then join(): nothing to keep on it, no crash; at the end
+  // every rank holds the active rank's buffers.
+  run_ranks(2, [&](int rank, const std::shared_ptr<dist::ProcessGroup>& group) {
+    auto probe = std::make_shared<BufferProbe>();
+    parallel::DistributedDataParallelOptions o;
+    o.deterministic = true;
+    o.shard_size = 2;
+    parallel::DistributedDataParallel ddp(probe, group, o);
+    const std::int64_t rows = rank == 0 ? 4 : 0;
+    ddp.forward_backward(zeros({rows, 3}), zeros({rows, 2}), mean_loss);
+    if (rank == 0) ddp.forward_backward(zeros({4, 3}), zeros({4, 2}), mean_loss);
+    ddp.join();
+    // Rank 0's first shard (2 rows) in each of its two steps.
+    EXPECT_EQ(probe_buffers(*probe), (std::vector<double>{4, 4, 2})) << "rank " << rank;
+  });
 }
 
 }  // namespace

@@ -147,5 +147,48 @@ TEST(SeveralInputs, BadArgumentsAreRefusedWithTheArgumentNamed) {
   EXPECT_THROW(linear.forward_args({d.a, d.b}), ValueError);
 }
 
+// {logits [B, 2], their argmax [B] (int64)}: an output autograd does not flow through.
+struct WithArgmax : nn::Cloneable<WithArgmax> {
+  std::shared_ptr<nn::Linear> fc;
+  WithArgmax() { reset(); }
+  void reset() override { fc = register_module("fc", std::make_shared<nn::Linear>(3, 2)); }
+  std::vector<Tensor> forward_args(const nn::Args& args) override {
+    Tensor logits = fc->forward(std::get<Tensor>(args.at(0)));
+    return {logits, argmax(logits, 1)};
+  }
+};
+
+TEST(SeveralInputs, AnIntegerOutputIsGatheredBesideADifferentiableOne) {
+  manual_seed(2);
+  auto model = std::make_shared<WithArgmax>();
+  parallel::DataParallel dp(model, cpus(3));
+  const Data d = make_data();
+  std::vector<Tensor> outs = dp.forward_args({d.a});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[1].dtype(), kInt64);
+  EXPECT_EQ(outs[1].to_vector<std::int64_t>(), argmax(outs[0].detach(), 1).to_vector<std::int64_t>());
+  EXPECT_FALSE(outs[1].requires_grad());
+  mse_loss(outs[0], d.y).backward();
+  for (auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+TEST(SeveralInputs, PreStepHooksMayRegisterHooksOrDropTheOptimizer) {
+  const Data d = make_data();
+  parallel::DataParallel dp(make_model(), cpus(2));
+  auto sgd = std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.1});
+  dp.register_fused_optim(sgd);
+  int later = 0;
+  dp.register_step_pre_hook([&] { dp.register_step_pre_hook([&] { ++later; }); });
+  dp.register_step_pre_hook([&] { dp.register_fused_optim(nullptr); });
+  const parallel::ArgsLossFn loss = [](const std::vector<Tensor>& o, const Tensor& y) {
+    return mse_loss(o[0], y);
+  };
+  dp.forward_backward({d.a, d.b, 0.5}, d.y, loss);  // steps with the optimizer it started with
+  EXPECT_EQ(later, 0);
+  EXPECT_EQ(dp.fused_optim(), nullptr);
+  dp.forward_backward({d.a, d.b, 0.5}, d.y, loss);  // no optimizer now: no step, no hooks
+  EXPECT_EQ(later, 0);
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -15,7 +15,10 @@ namespace lockstep::dist {
 /// the same ranks as the process group). It spans all of the wrapper's replicas, also in a step
 /// where some have an empty chunk: such a replica does not run forward today, so a collective
 /// inside forward is only safe when every chunk is non-empty (batch ≥ devices on every rank).
-/// In deterministic mode it is the group of the devices, not of the step's shards.
+/// In deterministic mode it is the group of the devices, not of the step's shards: a device that
+/// runs more shards than another reaches a collective more often, which deadlocks (the shard
+/// ordered group is SyncBatchNorm's issue). A replica that throws before a collective its
+/// siblings reach leaves them waiting: the in-process group has no timeout (MPI's has).
 ProcessGroup* current_group();
 
 /// RAII: installs `group` (may be null) for the calling thread; restores the previous one.

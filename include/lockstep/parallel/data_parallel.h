@@ -122,14 +122,18 @@ class DataParallel : public nn::Module {
 
   /// input [B, ...] -> gathered output [B, ...] on the output device. Only min(B, N) replicas run.
   /// Errors raised inside a replica reach the caller as the same type, prefixed with the device.
+  /// The replicas run through nn::Module::forward_args({input}) (whose default calls forward), so
+  /// a module that overrides forward_args is run through it here too and must return one output.
   Tensor forward(const Tensor& input) override;
   /// PyTorch's DataParallel.forward(*inputs) for a module with several inputs or outputs
   /// (nn::Module::forward_args): every tensor argument [B, ...] is split along dim 0 with the same
   /// sizes (torch.tensor_split), every other argument goes to every replica unchanged; each output
   /// is gathered on the output device, a batched one along dim 0 ([B, ...]), a 0-d one into a
   /// vector [P] with one value per piece that ran (P = min(B, N) replicas; in deterministic mode
-  /// one per shard), as torch.nn.parallel.gather does. Autograd flows through all outputs to the
-  /// parameters and to every tensor input that requires grad. ShapeError when no argument is a
+  /// one per shard), as torch.nn.parallel.gather does. Autograd flows through every floating-point
+  /// output that requires grad (they must share a dtype: DTypeError otherwise) to the parameters
+  /// and to every tensor input that requires grad; other outputs (an int64 argmax) are returned as
+  /// gathered. A chunk whose targets are all ignored still runs its forward (forward_backward). ShapeError when no argument is a
   /// tensor, a tensor argument is 0-d or they disagree on dim 0, or a replica returns a batched
   /// output without its chunk's rows or a different number or kind of outputs than another.
   std::vector<Tensor> forward_args(const nn::Args& inputs) override;
@@ -191,7 +195,11 @@ class DataParallel : public nn::Module {
   ///   dp.register_step_pre_hook([&] { nn::utils::clip_grad_norm_(dp.parameters(), 1.0); });
   /// A hook needs every reduced gradient before any update, so with one the step runs at the end
   /// of forward_backward() instead of on the workers (the same bits). Hooks run in order of
-  /// registration; an exception from one propagates and the step is not made.
+  /// registration; an exception from one propagates and the step is not made. They belong to the
+  /// wrapper's step, not to the optimizer: without a registered fused optimizer they never run
+  /// (nor on the gather path, where the caller steps), and an optimizer->step() called by hand
+  /// does not run them (PyTorch's Optimizer.register_step_pre_hook is the optimizer's own). A
+  /// hook registered by a hook runs from the next step on; there is no removal.
   void register_step_pre_hook(std::function<void()> hook) {
     step_pre_hooks_.push_back(std::move(hook));
   }

@@ -5,6 +5,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
+#include "parallel/replicas.h"
 
 namespace lockstep::parallel {
 
@@ -34,8 +35,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                  DistributedDataParallelOptions options)
     : DataParallel(std::move(module), local_devices(options), std::nullopt,
                    data_parallel_options(options, std::move(process_group))),
-      broadcast_buffers_(options.broadcast_buffers),
-      has_buffers_(!module_->named_buffers().empty()) {
+      broadcast_buffers_(options.broadcast_buffers) {
   broadcast_state(0);
 }
 
@@ -92,7 +92,7 @@ void DistributedDataParallel::broadcast_buffers_from(int root) {
 }
 
 bool DistributedDataParallel::buffer_sync_due() const {
-  return broadcast_buffers_ && forward_param_sync_ && has_buffers_;
+  return broadcast_buffers_ && forward_param_sync_ && replicas_->has_buffers();
 }
 
 DataParallel::GlobalStep DistributedDataParallel::begin_step(const LocalStep& mine) {

@@ -178,7 +178,6 @@ class DistributedDataParallel : public DataParallel {
   bool buffer_sync_due() const;
 
   bool broadcast_buffers_ = true;
-  bool has_buffers_ = false;  // the module had buffers when wrapped (its replicas have them)
   bool forward_param_sync_ = true;
   // Whether this rank has joined, whether every rank has (the join loop ends), the lowest rank
   // still active in the last step any rank was, and each rank's weighted loss of the last step.

@@ -1,5 +1,6 @@
 // DataParallel::forward_backward's entry points (argument checks, the choice of path: the
-// reducer path or deterministic mode) and the one owner of the optimizer step (step_place).
+// reducer path, the one-device path or deterministic mode) and the one owner of the optimizer step
+// (step_place).
 #include "lockstep/parallel/data_parallel.h"
 #include "parallel/scatter_gather.h"
 
@@ -49,7 +50,8 @@ Tensor DataParallel::forward_backward(const nn::Args& inputs, const Tensor& targ
   fused_done_ = false;
   Tensor loss = options_.deterministic
                     ? forward_backward_deterministic(inputs, target, loss_fn, count)
-                    : forward_backward_reducer(inputs, target, loss_fn, count);
+                : one_device_path() ? forward_backward_one_device(inputs, target, loss_fn, count)
+                                    : forward_backward_reducer(inputs, target, loss_fn, count);
   // The fused optimizer's step where the workers did not make it (step_place): a call that
   // reduced into .grad (deterministic mode reduces inside no_sync() too, but makes no step there).
   if (reduced_ && !fused_done_ && step_place(local_pending_) != StepPlace::None) {
@@ -68,8 +70,8 @@ DataParallel::StepPlace DataParallel::step_place(bool seeded) const {
   // no_sync(), no .grad to accumulate into, one process on CPU devices (across ranks, replica 0
   // reduces with the other ranks after its siblings' reductions have returned; on GPUs step()
   // is one launch anyway), and no pre-step hook (it needs every gradient first).
-  bool workers = !seeded && !options_.process_group && devices_.front().is_cpu() &&
-                 step_pre_hooks_.empty();
+  bool workers =
+      !seeded && !options_.process_group && devices_.front().is_cpu() && step_pre_hooks_.empty();
   for (std::size_t j = 0; workers && j < master_.params.size(); ++j)
     workers = !master_.params[j].grad().defined();
   return workers ? StepPlace::Workers : StepPlace::End;

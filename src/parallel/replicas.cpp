@@ -164,28 +164,41 @@ nn::Args ReplicaSet::piece_args(const nn::Args& args, std::int64_t start, std::i
 
 Tensor ReplicaSet::train_piece(std::size_t k, const nn::Args& x, const Tensor& y,
                                const DropoutKey& key, double weight, const ArgsLossFn& loss_fn) {
+  return train_on(*replicas_[k], flat_[k].params, x, y, key, weight, loss_fn);
+}
+
+Tensor ReplicaSet::train_module(const nn::Args& x, const Tensor& y, const DropoutKey& key,
+                                double weight, const ArgsLossFn& loss_fn) {
+  return train_on(module_, master_.params, x, y, key, weight, loss_fn);
+}
+
+Tensor ReplicaSet::train_on(nn::Module& m, const std::vector<Tensor>& params, const nn::Args& x,
+                            const Tensor& y, const DropoutKey& key, double weight,
+                            const ArgsLossFn& loss_fn) {
   DropoutKeyGuard guard(key);
   if (weight == 0) {
     // Nothing of this chunk counts (every target ignored): its forward still runs, as PyTorch's
     // does, so the buffers it updates (BatchNorm's statistics) and collectives it runs happen;
     // no loss, no backward.
     NoGradGuard no_grad;
-    replicas_[k]->forward_args(x);
+    m.forward_args(x);
     return Tensor();
   }
   EnableGradGuard grad_on;
-  Tensor loss = loss_fn(replicas_[k]->forward_args(x), y);
+  Tensor loss = loss_fn(m.forward_args(x), y);
   if (loss.numel() != 1)
     throw ShapeError("loss function returned shape " + loss.shape().str() + ", expected a scalar");
   if (!loss.requires_grad()) {
-    for (const auto& p : flat_[k].params)
+    for (const auto& p : params)
       if (p.requires_grad())
         throw AutogradError(
             "the loss does not require grad: loss_fn must build its result from "
             "the model's output");
     return loss.detach();
   }
-  mul(loss, weight).backward();
+  // A chunk that is the whole batch has weight 1: its loss is backpropagated as it is (the same
+  // bits as multiplying by 1, one node less).
+  (weight == 1 ? loss : mul(loss, weight)).backward();
   return loss.detach();
 }
 

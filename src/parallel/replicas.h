@@ -88,6 +88,11 @@ class ReplicaSet {
   // grad.
   Tensor train_piece(std::size_t k, const nn::Args& x, const Tensor& y, const DropoutKey& key,
                      double weight, const ArgsLossFn& loss_fn);
+  // The same block on the wrapped module itself (its gradients land on the module's own
+  // parameters, accumulated into a .grad they hold): DataParallel's one-CPU-device path, which
+  // runs the module as torch.nn.DataParallel does with one device.
+  Tensor train_module(const nn::Args& x, const Tensor& y, const DropoutKey& key, double weight,
+                      const ArgsLossFn& loss_fn);
 
   // Deterministic mode keeps one buffer update per step, the one of the step's first shard: every
   // shard's forward starts from the buffers as they were when the step began.
@@ -110,6 +115,8 @@ class ReplicaSet {
   };
 
  private:
+  Tensor train_on(nn::Module& m, const std::vector<Tensor>& params, const nn::Args& x,
+                  const Tensor& y, const DropoutKey& key, double weight, const ArgsLossFn& loss_fn);
   std::vector<Tensor> module_buffers() const;
   static std::vector<Tensor> buffers_of(const nn::Module& m);
 

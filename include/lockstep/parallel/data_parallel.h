@@ -32,6 +32,11 @@
 // every device count. While a replica runs, dist::current_group() is the group of the
 // wrapper's replicas (dist/current_group.h), for modules that run collectives in forward.
 //
+// One CPU device: forward_backward runs the wrapped module itself on the calling thread (no
+// replica, no reducer), as torch.nn.DataParallel does with one device, so it costs little more
+// than the plain module's step and its gradients are autograd's own (accumulated into a .grad the
+// parameters hold); deterministic mode, no_sync() and DistributedDataParallel keep their paths.
+//
 // Deterministic mode (options.deterministic): the global batch is cut into shards of
 // options.shard_size samples, independent of the device count; each shard's gradient is computed
 // on its own with the same shapes wherever it runs, and shard gradients are combined by one fixed
@@ -170,10 +175,12 @@ class DataParallel : public nn::Module {
   /// whose gradient sums it has just computed, block by block while they are in its core's cache
   /// (GradientReducer::set_update), with the optimizer's own elementwise update
   /// (Optimizer::update_slice), so no thread steps the whole model and nothing is copied.
-  /// That is the reducer path of a DataParallel without a process_group, when no wrapped
+  /// That is the reducer path of a DataParallel on two or more CPU devices without a
+  /// process_group, when no wrapped
   /// parameter holds a .grad from before the call (.grad would be accumulated into first) and
-  /// no no_sync() gradients are pending; in every other call that reduces (deterministic mode,
-  /// DistributedDataParallel, the call after no_sync(), a held .grad) optimizer->step() runs on
+  /// no no_sync() gradients are pending; in every other call that reduces (one CPU device,
+  /// deterministic mode, DistributedDataParallel, the call after no_sync(), a held .grad)
+  /// optimizer->step() runs on
   /// the calling thread at the end of forward_backward(), which is the same computation. A call
   /// that throws (a failing replica included) updates nothing: the workers update only once the
   /// has-grad flags' reduction has shown that every replica completed its backward. The gather path
@@ -370,6 +377,11 @@ class DataParallel : public nn::Module {
   // The reducer path (forward_backward without deterministic mode).
   Tensor forward_backward_reducer(const nn::Args& inputs, const Tensor& target,
                                   const ArgsLossFn& loss_fn, const LossCount& count);
+  // The one-device path (data_parallel_one_device.cpp): one CPU device, no process group, not
+  // deterministic, synced with nothing pending from no_sync(); the wrapped module itself runs.
+  bool one_device_path() const;
+  Tensor forward_backward_one_device(const nn::Args& inputs, const Tensor& target,
+                                     const ArgsLossFn& loss_fn, const LossCount& count);
   // ValueError unless the reducer path's step can be captured into a CUDA graph: one GPU, no
   // process group, synced (no no_sync() pending), a non-empty batch.
   void check_graph_capturable(std::int64_t batch) const;

@@ -118,6 +118,12 @@ std::vector<Tensor> Module::buffers(bool recurse) const {
   return out;
 }
 
+bool Module::runs_collectives() const {
+  for (const auto& [name, child] : children_)
+    if (child && child->runs_collectives()) return true;
+  return false;
+}
+
 std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
   for (auto& [k, c] : children_) out.push_back(c);

@@ -109,8 +109,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   // Only replica 0's reduced gradients are read (they become the master's .grad), so the
   // reducers reduce to rank 0 instead of all-reducing.
   for (std::size_t k = 0; k < n; ++k)
-    reducers_.push_back(std::make_unique<GradientReducer>(replicas_->flat(k), groups_[k],
-                                                          options_.reducer, 0));
+    reducers_.push_back(
+        std::make_unique<GradientReducer>(replicas_->flat(k), groups_[k], options_.reducer, 0));
   // The master's .grad tensors are views of replica 0's reduced gradient buffer: the reducer
   // path then needs no copy into them.
   master_grad_ = reducers_.front()->flat_grad();

@@ -11,6 +11,7 @@
 #include "lockstep/parallel/data_parallel.h"
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
+#include "parallel/shard_group.h"
 
 namespace lockstep::parallel {
 
@@ -45,7 +46,8 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
   // rank). Each worker writes its shards' rows into its block (row_blocks: a view of `slots`, or
   // on another GPU a buffer of its own, copied into `slots` by gather_rows once every worker is
   // done).
-  Tensor slots = zeros({std::max<std::int64_t>(widest, 1), master_.numel}, master_.buffer.options());
+  Tensor slots =
+      zeros({std::max<std::int64_t>(widest, 1), master_.numel}, master_.buffer.options());
   const std::vector<Tensor> blocks = row_blocks(slots, pl);
   std::vector<std::vector<char>> had(pl.pieces.size(), std::vector<char>(nparams, 0));
   std::vector<double> losses(pl.pieces.size(), 0.0);
@@ -66,28 +68,35 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
   // Buffers: one update per step, the one this process's first shard makes (replicas.h).
   replicas_->push_buffers(pl.ranges.size());
   detail::ReplicaSet::ShardBuffers shard_buffers(*replicas_, pl.ranges.size());
-  replicas_->run(
-      pl.ranges.size(),
+  // dist::current_group() of shard s: the step's shards in global order (shard_group.h); a
+  // module that runs collectives has its shards run at once.
+  const bool concurrent = module_->runs_collectives();
+  const auto groups =
+      detail::shard_groups(pl.pieces.size(), options_.process_group, g.rank_pieces, concurrent);
+  std::vector<dist::ProcessGroup*> group_of;
+  for (const auto& gr : groups) group_of.push_back(gr.get());
+  replicas_->run_shards(
+      pl.ranges, concurrent, group_of,
       [&](std::size_t k) {
         if (!copy_first) replicas_->copy_in(k);
-        for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
-          const Shard& piece = pl.pieces[s];
-          if (pl.pieces[s].size == 0) continue;
-          replicas_->clear_grads(k);
-          const nn::Args x =
-              copy_first ? xs[s] : replicas_->piece_args(inputs, piece.start, piece.size, k);
-          Tensor y = copy_first ? ys[s] : replicas_->piece_of(target, piece.start, piece.size, k);
-          shard_buffers.before(k, s == 0);
-          Tensor loss = replicas_->train_piece(
-              k, x, y, {options_.seed, step, g.row_offset + piece.start}, weights[s], loss_fn);
-          shard_buffers.after(k, s == 0);
-          if (weights[s] > 0) losses[s] = loss.item() * weights[s];
-          store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
-                            had[s]);
-        }
-        replicas_->clear_grads(k);
       },
-      /*single_thread=*/true);
+      [&](std::size_t k, std::size_t j, std::size_t s) {
+        const Shard& piece = pl.pieces[s];
+        if (piece.size == 0) return;
+        replicas_->clear_grads(k, j);
+        const nn::Args x =
+            copy_first ? xs[s] : replicas_->piece_args(inputs, piece.start, piece.size, k);
+        Tensor y = copy_first ? ys[s] : replicas_->piece_of(target, piece.start, piece.size, k);
+        nn::Module& m = replicas_->slot_module(k, j);
+        shard_buffers.before(m, k, s == 0);
+        Tensor loss = replicas_->train_piece(
+            k, x, y, {options_.seed, step, g.row_offset + piece.start}, weights[s], loss_fn, j);
+        shard_buffers.after(m, s == 0);
+        if (weights[s] > 0) losses[s] = loss.item() * weights[s];
+        store_piece_grads(replicas_->slot_flat(k, j), k, blocks[k],
+                          static_cast<std::int64_t>(s - pl.ranges[k].first), had[s]);
+        replicas_->clear_grads(k, j);
+      });
   shard_buffers.finish();
   // Bytes moved: parameters copied to the other local devices and the rows they computed copied
   // back (GPUs); gather_shards adds what crosses ranks.

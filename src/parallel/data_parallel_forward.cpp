@@ -13,9 +13,9 @@
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
 #include "parallel/scatter_gather.h"
+#include "parallel/shard_group.h"
 
 namespace lockstep::parallel {
-
 
 Tensor DataParallel::forward(const Tensor& input) {
   if (!input.defined() || input.dim() < 1)
@@ -61,30 +61,47 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   replicas_->push_buffers(pl.ranges.size());
   std::optional<detail::ReplicaSet::ShardBuffers> shard_buffers;
   if (options_.deterministic) shard_buffers.emplace(*replicas_, pl.ranges.size());
-  replicas_->run(
-      pl.ranges.size(),
-      [&](std::size_t k) {
-        if (!copy_first) replicas_->copy_in(k);
-        AutoGradMode grad_mode(grad);
-        nn::Module& replica = *replicas_->module(k);
-        replicas_->clear_grads(k);
-        for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
-          const Shard& piece = pl.pieces[s];
-          nn::Args a = copy_first ? chunks[s] : replicas_->piece_args(args, piece.start, piece.size, k);
-          for (std::size_t t = 0; t < tensor_at.size(); ++t)
-            if (wants[t]) {
-              Tensor& chunk = std::get<Tensor>(a[tensor_at[t]]);
-              chunk = chunk.clone().requires_grad_(true);
-            }
-          DropoutKeyGuard key({options_.seed, step, piece.start});
-          if (shard_buffers) shard_buffers->before(k, s == 0);
-          outs[s] = replica.forward_args(a);
-          if (shard_buffers) shard_buffers->after(k, s == 0);
-          detail::check_piece_outputs(outs[s], outs[pl.ranges[k].first], piece.size);
-          chunks[s] = std::move(a);
-        }
-      },
-      options_.deterministic);
+  // Piece s on slot j of device k (replica k itself but in deterministic mode's concurrent
+  // shards, ReplicaSet::run_shards).
+  auto forward_piece = [&](std::size_t k, std::size_t j, std::size_t s) {
+    AutoGradMode grad_mode(grad);
+    nn::Module& replica = replicas_->slot_module(k, j);
+    replicas_->clear_grads(k, j);
+    const Shard& piece = pl.pieces[s];
+    nn::Args a = copy_first ? chunks[s] : replicas_->piece_args(args, piece.start, piece.size, k);
+    for (std::size_t t = 0; t < tensor_at.size(); ++t)
+      if (wants[t]) {
+        Tensor& chunk = std::get<Tensor>(a[tensor_at[t]]);
+        chunk = chunk.clone().requires_grad_(true);
+      }
+    DropoutKeyGuard key({options_.seed, step, piece.start});
+    if (shard_buffers) shard_buffers->before(replica, k, s == 0);
+    outs[s] = replica.forward_args(a);
+    if (shard_buffers) shard_buffers->after(replica, s == 0);
+    detail::check_piece_outputs(outs[s], outs[s], piece.size);
+    chunks[s] = std::move(a);
+  };
+  // Deterministic mode: the shards' groups, kept for the backward's collectives.
+  const bool concurrent = options_.deterministic && module_->runs_collectives();
+  std::vector<std::shared_ptr<dist::ProcessGroup>> shard_groups;
+  std::vector<dist::ProcessGroup*> group_of;
+  if (options_.deterministic) {
+    std::vector<std::int64_t> rank_shards;
+    auto ranks = forward_shard_ranks(static_cast<std::int64_t>(pl.pieces.size()), rank_shards);
+    shard_groups = detail::shard_groups(pl.pieces.size(), ranks, rank_shards, concurrent);
+    for (const auto& gr : shard_groups) group_of.push_back(gr.get());
+    replicas_->run_shards(
+        pl.ranges, concurrent, group_of,
+        [&](std::size_t k) {
+          if (!copy_first) replicas_->copy_in(k);
+        },
+        forward_piece);
+  } else {
+    replicas_->run(pl.ranges.size(), [&](std::size_t k) {
+      if (!copy_first) replicas_->copy_in(k);
+      forward_piece(k, 0, pl.ranges[k].first);
+    });
+  }
   if (shard_buffers) shard_buffers->finish();
   for (std::size_t s = 1; s < outs.size(); ++s) detail::check_piece_outputs(outs[s], outs[0], -1);
   bytes_moved_ = replicas_->parameter_copy_bytes(pl.ranges.size());
@@ -97,7 +114,8 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
       Tensor d = o[i].detach().to(output_device_);
       parts.push_back(o[i].dim() == 0 ? d.reshape({1}) : d);
     }
-    gathered.push_back(parts.size() == 1 && outs[0][i].dim() > 0 ? parts[0].clone() : cat(parts, 0));
+    gathered.push_back(parts.size() == 1 && outs[0][i].dim() > 0 ? parts[0].clone()
+                                                                 : cat(parts, 0));
   }
   bool any_param_grad = false;
   for (auto& p : master_.params) any_param_grad = any_param_grad || p.requires_grad();
@@ -142,18 +160,19 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   for (auto& p : master_.params) inputs.push_back(p);
   autograd::record(
       "DataParallelBackward", out, inputs,
-      [this, alive = std::weak_ptr<char>(alive_), outs = std::move(outs), chunks = std::move(chunks),
-       pl, tensor_at = std::move(tensor_at), wants = std::move(wants), offsets, slot,
-       shapes](const Tensor& g) {
+      [this, alive = std::weak_ptr<char>(alive_), outs = std::move(outs),
+       chunks = std::move(chunks), pl, tensor_at = std::move(tensor_at), wants = std::move(wants),
+       offsets, slot, shapes, deterministic = options_.deterministic, concurrent, shard_groups,
+       group_of](const Tensor& g) {
         if (alive.expired())
           throw Error(
               "DataParallel: backward through an output of a DataParallel that was destroyed");
         // Output i's gradient, then piece s's part of it.
         auto out_grad = [&](std::size_t i) {
-          return offsets.empty() ? g
-                                 : narrow(g, 0, offsets[static_cast<std::size_t>(slot[i])],
-                                          shapes[i].numel())
-                                       .reshape(shapes[i]);
+          return offsets.empty()
+                     ? g
+                     : narrow(g, 0, offsets[static_cast<std::size_t>(slot[i])], shapes[i].numel())
+                           .reshape(shapes[i]);
         };
         auto piece_grad = [&](std::size_t i, std::size_t s) {
           const Tensor gi = out_grad(i);
@@ -178,25 +197,27 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
               grads[s].push_back(slot[i] >= 0 && outs[s][i].requires_grad() && copy_first
                                      ? piece_grad(i, s).to(devices_[k])
                                      : Tensor());
-        replicas_->run(
-            pl.ranges.size(),
-            [&](std::size_t k) {
-              for (std::size_t s = pl.ranges[k].first; s < pl.ranges[k].second; ++s) {
-                replicas_->clear_grads(k);
-                std::vector<Tensor> roots, root_grads;
-                for (std::size_t i = 0; i < outs[s].size(); ++i)
-                  if (slot[i] >= 0 && outs[s][i].requires_grad()) {
-                    roots.push_back(outs[s][i]);
-                    root_grads.push_back(copy_first ? grads[s][i].clone()
-                                                    : piece_grad(i, s).to(devices_[k]).clone());
-                  }
-                detail::backward_roots(roots, root_grads, retain);
-                store_piece_grads(k, blocks[k], static_cast<std::int64_t>(s - pl.ranges[k].first),
-                                  had[s]);
-              }
-              replicas_->clear_grads(k);
-            },
-            options_.deterministic);
+        // Piece s's backward on the slot that ran its forward (its graph's parameters).
+        auto backward_piece = [&](std::size_t k, std::size_t j, std::size_t s) {
+          replicas_->clear_grads(k, j);
+          std::vector<Tensor> roots, root_grads;
+          for (std::size_t i = 0; i < outs[s].size(); ++i)
+            if (slot[i] >= 0 && outs[s][i].requires_grad()) {
+              roots.push_back(outs[s][i]);
+              root_grads.push_back(copy_first ? grads[s][i].clone()
+                                              : piece_grad(i, s).to(devices_[k]).clone());
+            }
+          detail::backward_roots(roots, root_grads, retain);
+          store_piece_grads(replicas_->slot_flat(k, j), k, blocks[k],
+                            static_cast<std::int64_t>(s - pl.ranges[k].first), had[s]);
+          replicas_->clear_grads(k, j);
+        };
+        if (deterministic)
+          replicas_->run_shards(
+              pl.ranges, concurrent, group_of, [](std::size_t) {}, backward_piece);
+        else
+          replicas_->run(pl.ranges.size(),
+                         [&](std::size_t k) { backward_piece(k, 0, pl.ranges[k].first); });
         bytes_moved_ += gather_rows(slots, blocks, pl);  // rows computed on other GPUs
         std::vector<char> any = reduce_slots(slots, had);
         std::vector<Tensor> result;

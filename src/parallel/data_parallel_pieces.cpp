@@ -55,15 +55,15 @@ DataParallel::Plan DataParallel::plan(std::int64_t batch) const {
   return p;
 }
 
-void DataParallel::store_piece_grads(std::size_t k, const Tensor& rows, std::int64_t row,
-                                     std::vector<char>& had) {
+void DataParallel::store_piece_grads(const FlatBuffer& from, std::size_t k, const Tensor& rows,
+                                     std::int64_t row, std::vector<char>& had) {
   Tensor dst = narrow(rows, 0, row, 1).reshape({master_.numel});
   NoGradGuard no_grad;
   for (std::size_t j = 0; j < master_.params.size(); ++j) {
-    Tensor g = replicas_->flat(k).params[j].grad();
+    Tensor g = from.params[j].grad();
     if (!g.defined()) continue;
     had[j] = 1;
-    replicas_->flat(k).view_of(dst, j).copy_(g.to(devices_[k]));
+    from.view_of(dst, j).copy_(g.to(devices_[k]));
   }
 }
 

@@ -161,6 +161,21 @@ void DistributedDataParallel::before_forward() {
   forward_param_sync_ = require_backward_grad_sync();
 }
 
+std::shared_ptr<dist::ProcessGroup> DistributedDataParallel::forward_shard_ranks(
+    std::int64_t mine, std::vector<std::int64_t>& rank_shards) {
+  // A training forward (the ones that run collectives, as before_forward): one all_gather.
+  if (!GradMode::is_enabled() || !is_training())
+    return DataParallel::forward_shard_ranks(mine, rank_shards);
+  auto& group = *process_group();
+  Tensor in = tensor(std::span<const std::int64_t>(&mine, 1));
+  std::vector<Tensor> out;
+  for (int r = 0; r < group.size(); ++r) out.push_back(zeros({1}, kInt64));
+  group.all_gather(out, in);
+  rank_shards.clear();
+  for (auto& t : out) rank_shards.push_back(static_cast<std::int64_t>(t.item()));
+  return process_group();
+}
+
 void DistributedDataParallel::reduce_gather_grads(Tensor& total, std::vector<char>& has) {
   // PyTorch's semantics on the autograd path: the gradient is the mean over ranks of each rank's
   // gradient of its own loss.

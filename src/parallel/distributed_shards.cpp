@@ -10,7 +10,7 @@
 namespace lockstep::parallel {
 
 DataParallel::ShardRows DistributedDataParallel::gather_shards(ShardRows local,
-                                                              const GlobalStep& step) {
+                                                               const GlobalStep& step) {
   auto& group = *process_group();
   const int world = group.size();
   const std::size_t nparams = master_.params.size();

@@ -73,15 +73,22 @@ void ReplicaSet::run(std::size_t n, const std::function<void(std::size_t)>& f, b
       dist::CurrentGroupGuard group(groups_.empty() ? nullptr : groups_[k].get());
       f(k);
     }));
+  std::vector<std::size_t> device_of(n);
+  for (std::size_t k = 0; k < n; ++k) device_of[k] = k;
+  wait_all(futures, device_of);
+}
+
+void ReplicaSet::wait_all(std::vector<TaskHandle>& tasks,
+                          const std::vector<std::size_t>& device_of) const {
   std::exception_ptr first;
   std::size_t first_k = 0;
-  for (std::size_t k = 0; k < n; ++k) {
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
     try {
-      futures[k].get();
+      tasks[t].get();
     } catch (...) {
       if (!first) {
         first = std::current_exception();
-        first_k = k;
+        first_k = device_of[t];
       }
     }
   }
@@ -163,8 +170,9 @@ nn::Args ReplicaSet::piece_args(const nn::Args& args, std::int64_t start, std::i
 }
 
 Tensor ReplicaSet::train_piece(std::size_t k, const nn::Args& x, const Tensor& y,
-                               const DropoutKey& key, double weight, const ArgsLossFn& loss_fn) {
-  return train_on(*replicas_[k], flat_[k].params, x, y, key, weight, loss_fn);
+                               const DropoutKey& key, double weight, const ArgsLossFn& loss_fn,
+                               std::size_t j) {
+  return train_on(slot_module(k, j), slot_flat(k, j).params, x, y, key, weight, loss_fn);
 }
 
 Tensor ReplicaSet::train_module(const nn::Args& x, const Tensor& y, const DropoutKey& key,
@@ -216,17 +224,17 @@ ReplicaSet::ShardBuffers::ShardBuffers(ReplicaSet& set, std::size_t n)
   }
 }
 
-void ReplicaSet::ShardBuffers::before(std::size_t k, bool first) {
+void ReplicaSet::ShardBuffers::before(nn::Module& m, std::size_t k, bool first) {
   if (!active_ || first) return;  // the first shard starts from the module's buffers themselves
   NoGradGuard no_grad;
-  std::vector<Tensor> dst = buffers_of(*set_.replicas_[k]);
+  std::vector<Tensor> dst = buffers_of(m);
   for (std::size_t i = 0; i < dst.size(); ++i) dst[i].copy_(start_[k][i]);
 }
 
-void ReplicaSet::ShardBuffers::after(std::size_t k, bool first) {
+void ReplicaSet::ShardBuffers::after(nn::Module& m, bool first) {
   if (!active_ || !first) return;
   NoGradGuard no_grad;
-  for (const Tensor& t : buffers_of(*set_.replicas_[k])) kept_.push_back(t.detach().clone());
+  for (const Tensor& t : buffers_of(m)) kept_.push_back(t.detach().clone());
 }
 
 void ReplicaSet::ShardBuffers::finish() {

@@ -61,9 +61,33 @@ class ReplicaSet {
   // the first `n` replicas.
   bool copies_master(std::size_t k) const;
   std::int64_t parameter_copy_bytes(std::size_t n) const;
-  // Sets every gradient of replica k to none (its flat view's parameters: no module walk).
-  void clear_grads(std::size_t k) {
-    for (auto& p : flat_[k].params) p.set_grad(Tensor());
+  // Sets every gradient of replica k (of its slot j, see run_shards) to none (its flat view's
+  // parameters: no module walk).
+  void clear_grads(std::size_t k, std::size_t j = 0) {
+    for (auto& p : slot_flat(k, j).params) p.set_grad(Tensor());
+  }
+
+  // Deterministic mode's shards: runs shard(k, j, s) for every shard s, device k's being
+  // [ranges[k].first, ranges[k].second) and j = s - ranges[k].first its place there, each with
+  // groups[s] as dist::current_group(), under one intra-op thread. Not `concurrent`: device k's
+  // worker runs on_device(k), then its shards one after another on replica k (slot 0). With
+  // `concurrent` (a module that runs collectives, nn::Module::runs_collectives()) every shard
+  // runs at once, so that they all reach a collective: shard j of device k on slot (k, j), which
+  // is replica k on its worker for j = 0 and for j > 0 a clone of it sharing its parameter
+  // memory, on a worker of its own (made on first use, then kept); on_device(k) runs on the
+  // calling thread first. Concurrent shards need CPU devices (DeviceError on GPUs). Errors as
+  // run()'s.
+  using Ranges = std::vector<std::pair<std::size_t, std::size_t>>;
+  void run_shards(const Ranges& ranges, bool concurrent,
+                  const std::vector<dist::ProcessGroup*>& groups,
+                  const std::function<void(std::size_t k)>& on_device,
+                  const std::function<void(std::size_t k, std::size_t j, std::size_t s)>& shard);
+  // Slot j of device k (slot 0: replica k).
+  nn::Module& slot_module(std::size_t k, std::size_t j) {
+    return j == 0 ? *replicas_[k] : *slots_[k][j - 1].module;
+  }
+  FlatBuffer& slot_flat(std::size_t k, std::size_t j) {
+    return j == 0 ? flat_[k] : slots_[k][j - 1].flat;
   }
   // Replica k's parameters from the master buffer (one copy where memory is not shared).
   void copy_in(std::size_t k);
@@ -86,8 +110,9 @@ class ReplicaSet {
   // undefined. ShapeError when
   // the loss is not a scalar; AutogradError when it does not depend on a parameter that requires
   // grad.
+  // On slot j of device k (run_shards) for j > 0.
   Tensor train_piece(std::size_t k, const nn::Args& x, const Tensor& y, const DropoutKey& key,
-                     double weight, const ArgsLossFn& loss_fn);
+                     double weight, const ArgsLossFn& loss_fn, std::size_t j = 0);
   // The same block on the wrapped module itself (its gradients land on the module's own
   // parameters, accumulated into a .grad they hold): DataParallel's one-CPU-device path, which
   // runs the module as torch.nn.DataParallel does with one device.
@@ -100,10 +125,11 @@ class ReplicaSet {
    public:
     // Snapshots the module's buffers onto each of the first n replicas' devices.
     ShardBuffers(ReplicaSet& set, std::size_t n);
-    // On worker k before a shard's forward (`first`: the step's first shard, on replica 0).
-    void before(std::size_t k, bool first);
-    // On worker k after that forward.
-    void after(std::size_t k, bool first);
+    // Before a shard's forward on `m`, a replica or slot of device k (`first`: the step's
+    // first shard, on replica 0).
+    void before(nn::Module& m, std::size_t k, bool first);
+    // After that forward.
+    void after(nn::Module& m, bool first);
     // On the calling thread once the workers are done: the module keeps the first shard's update.
     void finish();
 
@@ -117,6 +143,9 @@ class ReplicaSet {
  private:
   Tensor train_on(nn::Module& m, const std::vector<Tensor>& params, const nn::Args& x,
                   const Tensor& y, const DropoutKey& key, double weight, const ArgsLossFn& loss_fn);
+  // Waits for every task (task t ran for device device_of[t]); rethrows the first error in task
+  // order, prefixed with its device.
+  void wait_all(std::vector<TaskHandle>& tasks, const std::vector<std::size_t>& device_of) const;
   std::vector<Tensor> module_buffers() const;
   static std::vector<Tensor> buffers_of(const nn::Module& m);
 
@@ -131,6 +160,13 @@ class ReplicaSet {
   std::vector<FlatBuffer> flat_;
   std::vector<std::unique_ptr<DeviceWorker>> workers_;
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
+  // run_shards' slots j > 0, per device.
+  struct Slot {
+    std::shared_ptr<nn::Module> module;
+    FlatBuffer flat;
+    std::unique_ptr<DeviceWorker> worker;
+  };
+  std::vector<std::vector<Slot>> slots_;
 };
 
 }  // namespace lockstep::parallel::detail

@@ -22,8 +22,7 @@ std::int64_t batch_rows(const nn::Args& args, const char* who) {
     } else if (t->size(0) != rows) {
       throw ShapeError(std::string(who) + ": argument " + std::to_string(i) + " has " +
                        std::to_string(t->size(0)) + " rows (shape " + t->shape().str() +
-                       ") but argument " + std::to_string(first) + " has " +
-                       std::to_string(rows) +
+                       ") but argument " + std::to_string(first) + " has " + std::to_string(rows) +
                        "; every tensor argument is split along dim 0 with the same sizes");
     }
   }
@@ -36,14 +35,15 @@ std::int64_t batch_rows(const nn::Args& args, const char* who) {
 void check_piece_outputs(const std::vector<Tensor>& outs, const std::vector<Tensor>& first,
                          std::int64_t rows) {
   if (outs.size() != first.size())
-    throw ShapeError("forward returned " + std::to_string(outs.size()) + " outputs for one chunk and " +
-                     std::to_string(first.size()) + " for another");
+    throw ShapeError("forward returned " + std::to_string(outs.size()) +
+                     " outputs for one chunk and " + std::to_string(first.size()) + " for another");
   for (std::size_t i = 0; i < outs.size(); ++i) {
     const Tensor& o = outs[i];
     const std::string which = outs.size() == 1 ? "" : " as output " + std::to_string(i);
     if (!o.defined() || (rows >= 0 && o.dim() > 0 && o.size(0) != rows))
-      throw ShapeError("forward returned " + (o.defined() ? o.shape().str() : std::string("undefined")) +
-                       which + " for a chunk of " + std::to_string(rows) +
+      throw ShapeError("forward returned " +
+                       (o.defined() ? o.shape().str() : std::string("undefined")) + which +
+                       " for a chunk of " + std::to_string(rows) +
                        " samples; DataParallel gathers outputs along dim 0 (a 0-d output as one "
                        "value per chunk)");
     if (o.dtype() != first[i].dtype())

@@ -15,10 +15,15 @@ namespace lockstep::dist {
 /// the same ranks as the process group). It spans all of the wrapper's replicas, also in a step
 /// where some have an empty chunk: such a replica does not run forward today, so a collective
 /// inside forward is only safe when every chunk is non-empty (batch ≥ devices on every rank).
-/// In deterministic mode it is the group of the devices, not of the step's shards: a device that
-/// runs more shards than another reaches a collective more often, which deadlocks (the shard
-/// ordered group is SyncBatchNorm's issue). A replica that throws before a collective its
-/// siblings reach leaves them waiting: the in-process group has no timeout (MPI's has).
+/// In deterministic mode it is the group of the step's shards in global shard order (member s =
+/// shard s, counted over every rank's shards; src/parallel/shard_group.h), so a collective lines
+/// up however the shards are spread over devices and ranks, and its result is the same bits for
+/// any spread (Sum adds the members in member order). A module whose forward or backward calls
+/// one must declare it (nn::Module::runs_collectives()): its shards then run at once, one thread
+/// and one replica each (CPU devices only); undeclared, the shards of a device run one after
+/// another and the collective throws instead of waiting. Every rank needs a shard in each step
+/// (Error otherwise). A replica that throws before a collective its siblings reach leaves them
+/// waiting: the in-process group has no timeout (MPI's has).
 ProcessGroup* current_group();
 
 /// RAII: installs `group` (may be null) for the calling thread; restores the previous one.

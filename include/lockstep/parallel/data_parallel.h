@@ -30,7 +30,8 @@
 // deterministic mode a step keeps one update, the one its first shard makes (every other shard's
 // forward starts from the buffers as the step found them), so the buffers too are the same for
 // every device count. While a replica runs, dist::current_group() is the group of the
-// wrapper's replicas (dist/current_group.h), for modules that run collectives in forward.
+// wrapper's replicas (in deterministic mode: of the step's shards; dist/current_group.h), for
+// modules that run collectives in forward or backward (nn::Module::runs_collectives()).
 //
 // One CPU device: forward_backward runs the wrapped module itself on the calling thread (no
 // replica, no reducer), as torch.nn.DataParallel does with one device, so it costs little more
@@ -91,8 +92,7 @@ using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>
 
 /// Loss of one replica's outputs (forward_args: each [b_k, ...], or 0-d) against its target chunk
 /// [b_k, ...] -> mean loss (0-d).
-using ArgsLossFn =
-    std::function<Tensor(const std::vector<Tensor>& outputs, const Tensor& target)>;
+using ArgsLossFn = std::function<Tensor(const std::vector<Tensor>& outputs, const Tensor& target)>;
 
 /// How many terms a chunk's mean loss averages over, from its target (default: its rows). The
 /// reducer path weights chunk k's loss by count_k / Σ count, so the weighted sum is the mean
@@ -138,9 +138,10 @@ class DataParallel : public nn::Module {
   /// one per shard), as torch.nn.parallel.gather does. Autograd flows through every floating-point
   /// output that requires grad (they must share a dtype: DTypeError otherwise) to the parameters
   /// and to every tensor input that requires grad; other outputs (an int64 argmax) are returned as
-  /// gathered. A chunk whose targets are all ignored still runs its forward (forward_backward). ShapeError when no argument is a
-  /// tensor, a tensor argument is 0-d or they disagree on dim 0, or a replica returns a batched
-  /// output without its chunk's rows or a different number or kind of outputs than another.
+  /// gathered. A chunk whose targets are all ignored still runs its forward (forward_backward).
+  /// ShapeError when no argument is a tensor, a tensor argument is 0-d or they disagree on dim 0,
+  /// or a replica returns a batched output without its chunk's rows or a different number or kind
+  /// of outputs than another.
   std::vector<Tensor> forward_args(const nn::Args& inputs) override;
 
   /// The reducer path: runs forward, loss_fn(output_k, target_k) · w_k and backward on every
@@ -323,6 +324,15 @@ class DataParallel : public nn::Module {
   virtual void reduce_gather_grads(Tensor& total, std::vector<char>& has) {}
   // Before the gather path's forward().
   virtual void before_forward() {}
+  // Deterministic mode's gather path: every rank's shard count in this forward into
+  // `rank_shards` (this process's is `mine`) and the ranks' group, or null with {mine} when the
+  // shards span this process only (alone; DistributedDataParallel's forwards that run no
+  // collective, under no_grad or eval()).
+  virtual std::shared_ptr<dist::ProcessGroup> forward_shard_ranks(
+      std::int64_t mine, std::vector<std::int64_t>& rank_shards) {
+    rank_shards = {mine};
+    return nullptr;
+  }
   // Whether this rank has joined (DistributedDataParallel::join): its steps shadow the others'.
   virtual bool joined() const { return false; }
 
@@ -344,10 +354,11 @@ class DataParallel : public nn::Module {
   // reshaped is an error; so is one frozen / unfrozen (requires_grad changed) since wrapping when
   // the step computes gradients (`gradients`).
   void check_master(bool gradients);
-  // Copies replica k's gradients into row `row` of `rows` (its block, see row_blocks), marking
-  // in `had` (one flag per parameter) which parameters had one.
-  void store_piece_grads(std::size_t k, const Tensor& rows, std::int64_t row,
-                         std::vector<char>& had);
+  // Copies the gradients of `from` (replica k's parameters, or a shard slot's on device k) into
+  // row `row` of `rows` (device k's block, see row_blocks), marking in `had` (one flag per
+  // parameter) which parameters had one.
+  void store_piece_grads(const FlatBuffer& from, std::size_t k, const Tensor& rows,
+                         std::int64_t row, std::vector<char>& had);
   // Per device k of the plan, the [pieces of k, parameters] block its worker writes its pieces'
   // gradient rows into: rows [ranges[k].first, ranges[k].second) of `slots` itself where device k
   // writes slots' memory directly (slots' own device; CPU devices, which share RAM), otherwise a

@@ -165,6 +165,8 @@ class DistributedDataParallel : public DataParallel {
   ShardRows gather_shards(ShardRows local, const GlobalStep& step) override;
   void reduce_gather_grads(Tensor& total, std::vector<char>& has) override;
   void before_forward() override;
+  std::shared_ptr<dist::ProcessGroup> forward_shard_ranks(
+      std::int64_t mine, std::vector<std::int64_t>& rank_shards) override;
   bool joined() const override { return joined_; }
 
  private:

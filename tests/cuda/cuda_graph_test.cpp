@@ -246,6 +246,33 @@ TEST(CudaGraphStep, BadLabelUnderAReplayIsTheCpuIndexError) {
   EXPECT_EQ(step.last_action(), parallel::GraphStepAction::Replay);
 }
 
+// The step has one owner, the DataParallel: CUDAGraphStep registers its optimizer as dp's fused
+// optimizer when none is (and unregisters it when it goes), and refuses another one.
+TEST(CudaGraphStep, TheDataParallelOwnsTheStep) {
+  LOCKSTEP_REQUIRE_CUDA();
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(4, 3));
+  nn::DataParallel dp(model, std::vector<Device>{kGpu});
+  std::shared_ptr<optim::Optimizer> opt =
+      std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.1});
+  std::shared_ptr<optim::Optimizer> other =
+      std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.1});
+  {
+    parallel::CUDAGraphStep step(dp, opt, {.warmup_steps = 1});
+    EXPECT_EQ(dp.fused_optim(), opt);
+    const Tensor before = dp.parameters()[0].to(cpu()).clone();
+    (void)step.step(ones({4, 4}), tensor(std::vector<std::int64_t>{0, 1, 2, 1}));
+    EXPECT_NE(dp.parameters()[0].to(cpu()).to_vector<float>(), before.to_vector<float>());
+    dp.register_fused_optim(other);
+    EXPECT_THROW((void)step.step(ones({4, 4}), tensor(std::vector<std::int64_t>{0, 1, 2, 1})),
+                 ValueError);
+    dp.register_fused_optim(opt);
+  }
+  EXPECT_EQ(dp.fused_optim(), nullptr);
+  dp.register_fused_optim(other);
+  EXPECT_THROW(parallel::CUDAGraphStep(dp, opt), ValueError);
+}
+
 TEST(CudaGraphStep, RefusesAStepUnderAutocast) {
   LOCKSTEP_REQUIRE_CUDA();
   auto model = std::make_shared<nn::Sequential>();

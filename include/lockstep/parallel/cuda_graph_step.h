@@ -90,9 +90,12 @@ struct CUDAGraphStepOptions {
 class CUDAGraphStep {
  public:
   /// `dp` on exactly one CUDA device (device_ids() == {cuda:k}), without a process group or
-  /// deterministic mode; `optimizer` over dp's parameters (registered as dp's fused optimizer or
-  /// not: if not, step() calls optimizer->step() itself). Both must outlive this object.
-  /// ValueError naming the reason otherwise.
+  /// deterministic mode; `optimizer` over dp's parameters. The step is dp's to make (its one
+  /// step owner, DataParallel::step_place): `optimizer` is registered as dp's fused optimizer if
+  /// none is (and unregistered again when this object goes), so forward_backward makes the step,
+  /// after dp's pre-step hooks, inside the captured graph too. Both must outlive this object.
+  /// ValueError naming the reason otherwise, also when dp has another fused optimizer (here or
+  /// at a later step()).
   CUDAGraphStep(DataParallel& dp, std::shared_ptr<optim::Optimizer> optimizer,
                 CUDAGraphStepOptions options = {});
   ~CUDAGraphStep();
@@ -126,12 +129,15 @@ class CUDAGraphStep {
   void reset();
 
  private:
+  // ValueError when dp's fused optimizer is no longer optimizer_.
+  void check_owner() const;
   Tensor eager(const Tensor& input, const Tensor& target);
   void capture(const Tensor& input, const Tensor& target);
   Tensor replay(const Tensor& input, const Tensor& target);
 
   DataParallel& dp_;
   std::shared_ptr<optim::Optimizer> optimizer_;
+  bool registered_ = false;  // this object registered optimizer_ as dp's fused optimizer
   CUDAGraphStepOptions options_;
   nn::CrossEntropyLoss loss_;
   GraphStepPlanner planner_;

@@ -16,23 +16,28 @@ void check_count(const char* op, std::size_t got, int want) {
 
 }  // namespace
 
+Tensor gather_local(dist::ProcessGroup& local, const Tensor& input) {
+  NoGradGuard no_grad;
+  const std::int64_t n = input.numel();
+  if (local.size() == 1) return input.reshape({n}).clone();
+  std::vector<Tensor> blocks;
+  for (int l = 0; l < local.size(); ++l) blocks.push_back(zeros({n}, input.options()));
+  local.all_gather(blocks, input.reshape({n}));
+  return cat(blocks, 0);
+}
+
 void HybridGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   check_count("all_gather", outputs.size(), size());
   NoGradGuard no_grad;
   const int L = local_->size(), G = global_->size();
   const std::int64_t n = input.numel();
-  std::vector<Tensor> locals;
-  for (int l = 0; l < L; ++l) locals.push_back(zeros({n}, input.options()));
-  if (L > 1)
-    local_->all_gather(locals, input.reshape({n}));
-  else
-    locals[0].copy_(input.reshape({n}));
+  const Tensor locals = gather_local(*local_, input);
   // Every member: [G · L · n], rank r's block at r · L · n.
   Tensor all = zeros({static_cast<std::int64_t>(G) * L * n}, input.options());
   if (local_->rank() == 0) {
     std::vector<Tensor> blocks;
     for (int r = 0; r < G; ++r) blocks.push_back(zeros({L * n}, input.options()));
-    global_->all_gather(blocks, L > 1 ? cat(locals, 0) : locals[0]);
+    global_->all_gather(blocks, locals);
     all.copy_(G > 1 ? cat(blocks, 0) : blocks[0]);
   }
   if (L > 1) local_->broadcast(all, 0);

@@ -17,6 +17,9 @@
 
 namespace lockstep::parallel::detail {
 
+// Every member of `local`'s input, flattened, back to back in member order ([size · numel]).
+Tensor gather_local(dist::ProcessGroup& local, const Tensor& input);
+
 class HybridGroup : public dist::ProcessGroup {
  public:
   HybridGroup(std::shared_ptr<dist::ProcessGroup> local, std::shared_ptr<dist::ProcessGroup> global)

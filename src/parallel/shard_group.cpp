@@ -7,6 +7,7 @@
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/error.h"
 #include "lockstep/ops/ops.h"
+#include "parallel/hybrid_group.h"
 
 namespace lockstep::parallel::detail {
 
@@ -26,19 +27,14 @@ Tensor ShardGroup::gather_flat(const Tensor& input) {
   NoGradGuard no_grad;
   const std::int64_t n = input.numel();
   const int L = local_->size();
-  std::vector<Tensor> locals;
-  for (int l = 0; l < L; ++l) locals.push_back(zeros({n}, input.options()));
-  if (L > 1)
-    local_->all_gather(locals, input.reshape({n}));
-  else
-    locals[0].copy_(input.reshape({n}));
+  const Tensor locals = gather_local(*local_, input);
   Tensor all = zeros({total_ * n}, input.options());
   if (!global_) {
-    all.copy_(L > 1 ? cat(locals, 0) : locals[0]);
+    all.copy_(locals);
   } else if (local_->rank() == 0) {
     // The leaders: every rank's shards padded to the widest rank's count, then unpadded.
     Tensor mine = zeros({widest_ * n}, input.options());
-    narrow(mine, 0, 0, L * n).copy_(L > 1 ? cat(locals, 0) : locals[0]);
+    narrow(mine, 0, 0, L * n).copy_(locals);
     std::vector<Tensor> blocks;
     for (int r = 0; r < global_->size(); ++r)
       blocks.push_back(zeros({widest_ * n}, input.options()));

@@ -7,20 +7,11 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "lockstep/core/format.h"
 #include "lockstep/lockstep.h"
 #include "trainer.h"
 
 namespace lockstep::app {
-namespace {
-
-/// `v` with 17 significant digits: the same double always prints the same text.
-std::string exact(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-}  // namespace
 
 std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
   std::string f;
@@ -29,24 +20,24 @@ std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
   };
   add("--data", o.data.spec);
   add("--label-column", std::to_string(o.data.label_column));
-  add("--val-fraction", o.data.val_fraction ? exact(*o.data.val_fraction) : "default");
+  add("--val-fraction", o.data.val_fraction ? exact_string(*o.data.val_fraction) : "default");
   add("--model", r.model.str());
   add("--activation", o.model.activation);
-  add("--dropout", exact(o.model.dropout));
+  add("--dropout", exact_string(o.model.dropout));
   add("--optimizer", o.optimizer);
-  add("--lr", exact(r.lr));
-  add("--weight-decay", exact(r.weight_decay));
+  add("--lr", exact_string(r.lr));
+  add("--weight-decay", exact_string(r.weight_decay));
   if (o.optimizer == "sgd") {
-    add("--momentum", exact(o.momentum));
-    add("--dampening", exact(o.dampening));
+    add("--momentum", exact_string(o.momentum));
+    add("--dampening", exact_string(o.dampening));
     add("--nesterov", o.nesterov ? "on" : "off");
   } else {
-    add("--betas", exact(o.beta1) + "," + exact(o.beta2));
-    add("--eps", exact(o.eps));
+    add("--betas", exact_string(o.beta1) + "," + exact_string(o.beta2));
+    add("--eps", exact_string(o.eps));
   }
   add("--lr-schedule", o.lr_schedule);
   if (r.schedule.kind == LrSchedule::Kind::Cosine) add("--epochs", std::to_string(o.epochs));
-  add("--clip-grad-norm", o.clip_grad_norm ? exact(*o.clip_grad_norm) : "off");
+  add("--clip-grad-norm", o.clip_grad_norm ? exact_string(*o.clip_grad_norm) : "off");
   add("--accumulate-steps", std::to_string(o.accumulate_steps));
   add("--batch-size", std::to_string(o.batch_size));
   add("--seed", std::to_string(o.data.seed));

@@ -8,6 +8,7 @@
 #include "lockstep/core/parallel.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/format.h"
 #include "lockstep/core/generator.h"
 #include "lockstep/core/shape.h"
 #include "lockstep/core/storage.h"

@@ -6,16 +6,11 @@
 #include <string>
 
 #include "lockstep/autograd/grad_mode.h"
+#include "lockstep/core/format.h"
 
 namespace lockstep::nn::utils {
 
 namespace {
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 // ‖v‖_p with the sum accumulated in float64 (p = inf: max |v|; empty: 0).
 double norm_of(const std::vector<double>& v, double p) {
@@ -46,9 +41,9 @@ double norm_of(const std::vector<double>& v, double p) {
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type) {
   if (!std::isfinite(max_norm) || max_norm < 0)
     throw ValueError("clip_grad_norm_: max_norm must be finite and non-negative, got " +
-                     num(max_norm));
+                     exact_string(max_norm));
   if (!(norm_type > 0))
-    throw ValueError("clip_grad_norm_: norm_type must be positive (or inf), got " + num(norm_type));
+    throw ValueError("clip_grad_norm_: norm_type must be positive (or inf), got " + exact_string(norm_type));
   std::vector<Tensor> grads;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i].defined())

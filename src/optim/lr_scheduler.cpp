@@ -4,15 +4,11 @@
 #include <numbers>
 #include <string>
 
+#include "lockstep/core/format.h"
+
 namespace lockstep::optim {
 
 namespace {
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 // The single element of state[key]; StateDictError when missing or not one element.
 const Tensor& single(const StateDict& state, const std::string& key) {
@@ -28,7 +24,7 @@ const Tensor& single(const StateDict& state, const std::string& key) {
 double lr_value(const StateDict& state, const std::string& key) {
   double v = single(state, key).item();
   if (!std::isfinite(v) || v < 0)
-    throw StateDictError("LRScheduler load_state_dict: key '" + key + "': learning rate " + num(v) +
+    throw StateDictError("LRScheduler load_state_dict: key '" + key + "': learning rate " + exact_string(v) +
                          " is negative or not finite");
   return v;
 }
@@ -64,7 +60,7 @@ void LRScheduler::load_state_dict(const StateDict& state) {
                            "' (expected last_epoch, base_lr, last_lr)");
   const double epoch = single(state, "last_epoch").item();
   if (!(epoch >= 0) || epoch != std::floor(epoch) || epoch > 9.0e15)
-    throw StateDictError("LRScheduler load_state_dict: key 'last_epoch': " + num(epoch) +
+    throw StateDictError("LRScheduler load_state_dict: key 'last_epoch': " + exact_string(epoch) +
                          " is not a non-negative integer");
   const double base = lr_value(state, "base_lr");
   const double last = lr_value(state, "last_lr");
@@ -81,7 +77,7 @@ StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
   if (step_size < 1)
     throw ValueError("StepLR: step_size must be at least 1, got " + std::to_string(step_size));
   if (!std::isfinite(gamma) || gamma < 0)
-    throw ValueError("StepLR: gamma must be finite and non-negative, got " + num(gamma));
+    throw ValueError("StepLR: gamma must be finite and non-negative, got " + exact_string(gamma));
   initial_step();
 }
 
@@ -99,7 +95,7 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, std::int64_t T_max, d
     throw ValueError("CosineAnnealingLR: T_max must be at least 1, got " + std::to_string(T_max));
   if (!std::isfinite(eta_min) || eta_min < 0)
     throw ValueError("CosineAnnealingLR: eta_min must be finite and non-negative, got " +
-                     num(eta_min));
+                     exact_string(eta_min));
   initial_step();
 }
 

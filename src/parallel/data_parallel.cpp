@@ -21,7 +21,10 @@ namespace {
 
 std::string device_list(const std::vector<Device>& devices) {
   std::string s;
-  for (const Device& d : devices) s += (s.empty() ? "" : ",") + d.str();
+  for (const Device& d : devices) {
+    if (!s.empty()) s += ",";
+    s += d.str();
+  }
   return s;
 }
 

@@ -73,10 +73,8 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
   const bool concurrent = module_->runs_collectives();
   const auto groups =
       detail::shard_groups(pl.pieces.size(), options_.process_group, g.rank_pieces, concurrent);
-  std::vector<dist::ProcessGroup*> group_of;
-  for (const auto& gr : groups) group_of.push_back(gr.get());
   replicas_->run_shards(
-      pl.ranges, concurrent, group_of,
+      pl.ranges, concurrent, groups,
       [&](std::size_t k) {
         if (!copy_first) replicas_->copy_in(k);
       },

@@ -84,14 +84,12 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   // Deterministic mode: the shards' groups, kept for the backward's collectives.
   const bool concurrent = options_.deterministic && module_->runs_collectives();
   std::vector<std::shared_ptr<dist::ProcessGroup>> shard_groups;
-  std::vector<dist::ProcessGroup*> group_of;
   if (options_.deterministic) {
     std::vector<std::int64_t> rank_shards;
     auto ranks = forward_shard_ranks(static_cast<std::int64_t>(pl.pieces.size()), rank_shards);
     shard_groups = detail::shard_groups(pl.pieces.size(), ranks, rank_shards, concurrent);
-    for (const auto& gr : shard_groups) group_of.push_back(gr.get());
     replicas_->run_shards(
-        pl.ranges, concurrent, group_of,
+        pl.ranges, concurrent, shard_groups,
         [&](std::size_t k) {
           if (!copy_first) replicas_->copy_in(k);
         },
@@ -162,8 +160,8 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
       "DataParallelBackward", out, inputs,
       [this, alive = std::weak_ptr<char>(alive_), outs = std::move(outs),
        chunks = std::move(chunks), pl, tensor_at = std::move(tensor_at), wants = std::move(wants),
-       offsets, slot, shapes, deterministic = options_.deterministic, concurrent, shard_groups,
-       group_of](const Tensor& g) {
+       offsets, slot, shapes, deterministic = options_.deterministic, concurrent,
+       shard_groups](const Tensor& g) {
         if (alive.expired())
           throw Error(
               "DataParallel: backward through an output of a DataParallel that was destroyed");
@@ -214,7 +212,7 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
         };
         if (deterministic)
           replicas_->run_shards(
-              pl.ranges, concurrent, group_of, [](std::size_t) {}, backward_piece);
+              pl.ranges, concurrent, shard_groups, [](std::size_t) {}, backward_piece);
         else
           replicas_->run(pl.ranges.size(),
                          [&](std::size_t k) { backward_piece(k, 0, pl.ranges[k].first); });

@@ -45,9 +45,13 @@ DataParallel::Plan DataParallel::plan(std::int64_t batch) const {
     return p;
   }
   auto sizes = split_sizes(batch, static_cast<std::int64_t>(devices_.size()));
+  // Only min(B, N) replicas run (one if B == 0), as torch.nn.DataParallel's scatter; but a
+  // module that runs collectives (SyncBatchNorm) runs on every replica, the others with 0 rows,
+  // since its group (dist::current_group()) spans them all.
+  const bool every = module_->runs_collectives();
   std::int64_t start = 0;
   for (auto size : sizes) {
-    if (size == 0 && !p.pieces.empty()) break;  // only min(B, N) replicas run (one if B == 0)
+    if (size == 0 && !p.pieces.empty() && !every) break;
     p.ranges.emplace_back(p.pieces.size(), p.pieces.size() + 1);
     p.pieces.push_back({start, size});
     start += size;

@@ -60,6 +60,10 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     const double mean = end_step(sum_of(losses));
     return scalar_tensor(empty ? std::nan("") : mean, master_.buffer.options());
   };
+  // A replica without rows skips the step, but under a module that runs collectives: its group
+  // spans every replica, so it runs on 0 rows (weight 0: ReplicaSet::train_on).
+  const bool collectives = module_->runs_collectives();
+  auto runs_piece = [&](std::size_t k) { return sizes[k] > 0 || collectives; };
   // On GPUs the copies that read another GPU (the master's parameters on cuda:0, a batch that
   // lives on a GPU) are made here, on this thread, before the workers start. Made by worker k,
   // such a copy waits for cuda:0's compute stream, which may by then be waiting for an NCCL
@@ -69,7 +73,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
   std::vector<Tensor> ys(n);
   if (copy_first)
     for (std::size_t k = 0; k < n; ++k) {
-      if (sizes[k] == 0) continue;
+      if (!runs_piece(k)) continue;
       replicas_->copy_in(k);
       xs[k] = replicas_->piece_args(inputs, starts[k], sizes[k], k);
       ys[k] = replicas_->piece_of(target, starts[k], sizes[k], k);
@@ -94,8 +98,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     // added into the local buffers only once every replica succeeded.
     replicas_->run(n, [&](std::size_t k) {
       replicas_->clear_grads(k);
-      if (sizes[k] == 0) return;
-      replica_step(k);
+      if (runs_piece(k)) replica_step(k);
     });
     if (local_grad_.empty()) {
       for (std::size_t k = 0; k < n; ++k) {
@@ -152,18 +155,21 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     if (seed) seed_from_local(k);
     // A replica that fails still takes part in every remaining collective (contributing zeros),
     // so the others finish their step instead of waiting for it; then its error is rethrown. It
-    // counts as not completed, so no reducer applies the fused optimizer's update.
+    // counts as not completed, so no reducer applies the fused optimizer's update. Under a
+    // module that runs collectives the others may be waiting in one of the module's instead: the
+    // failing replica aborts the group (ReplicaSet::run) and every replica throws.
     struct AbandonOnError {
       GradientReducer& r;
+      bool abandons;
       bool done = false;
       ~AbandonOnError() {
-        if (!done) try {
+        if (!done && abandons) try {
             r.abandon();
           } catch (...) {
           }
       }
-    } guard{*reducers_[k]};
-    if (sizes[k] > 0) replica_step(k);
+    } guard{*reducers_[k], !collectives};
+    if (runs_piece(k)) replica_step(k);
     guard.done = true;
     reducers_[k]->finalize();  // with the fused optimizer: also its update (set_update above)
   });

@@ -108,12 +108,17 @@ DataParallel::GlobalStep DistributedDataParallel::begin_step(const LocalStep& mi
   GlobalStep g;
   int first_active = -1;
   std::string sync_on, sync_off;  // the active ranks inside and outside no_sync()
+  std::string joined;             // the ranks in join()
   for (int r = 0; r < world; ++r) {
     const auto w = out[static_cast<std::size_t>(r)].to_vector<std::int64_t>();
     g.rank_pieces.push_back(w[0]);
     g.count += static_cast<double>(w[1]);
     if (r < group.rank()) g.row_offset += w[4];
-    if (!w[2]) continue;
+    if (!w[2]) {
+      if (!joined.empty()) joined += ",";
+      joined += std::to_string(r);
+      continue;
+    }
     if (first_active < 0) {
       first_active = r;
       g.sync = w[3] != 0;
@@ -131,6 +136,14 @@ DataParallel::GlobalStep DistributedDataParallel::begin_step(const LocalStep& mi
     g.done = true;
     return g;
   }
+  // A joined rank runs no forward, so a collective inside the others' forward or backward would
+  // wait for it forever; PyTorch's DDP.join() does not support such modules either. Every rank
+  // sees the same gathered flags, so every rank throws.
+  if (!joined.empty() && module_->runs_collectives())
+    throw ValueError("DistributedDataParallel: rank(s) " + joined +
+                     " called join() but the module runs collectives in forward or backward "
+                     "(nn::Module::runs_collectives(), e.g. SyncBatchNorm), which a joined rank "
+                     "cannot shadow: give every rank the same number of batches");
   last_active_rank_ = first_active;
   // Buffers, PyTorch's gate (distributed.h): from the lowest active rank, before the forward.
   if (buffer_sync_due()) broadcast_buffers_from(first_active);

@@ -67,6 +67,9 @@ class HybridGroup : public dist::ProcessGroup {
     if (local_->rank() == 0) global_->barrier();
     local_->barrier();
   }
+  // The local siblings only; the other ranks time out (ProcessGroup::abort).
+  void abort(const std::string& reason) override { local_->abort(reason); }
+  void clear_abort() override { local_->clear_abort(); }
 
  private:
   std::shared_ptr<dist::ProcessGroup> local_, global_;

@@ -1,17 +1,16 @@
 // ReplicaSet::run_shards (replicas.h): deterministic mode's shards, one after another on each
 // device, or all at once on slots so that they meet at a collective inside forward or backward.
-#include "lockstep/core/parallel.h"
 #include "lockstep/dist/current_group.h"
-#include "lockstep/ops/autocast.h"
 #include "parallel/replicas.h"
 
 namespace lockstep::parallel::detail {
 
 void ReplicaSet::run_shards(
-    const Ranges& ranges, bool concurrent, const std::vector<dist::ProcessGroup*>& groups,
+    const Ranges& ranges, bool concurrent,
+    const std::vector<std::shared_ptr<dist::ProcessGroup>>& groups,
     const std::function<void(std::size_t k)>& on_device,
     const std::function<void(std::size_t k, std::size_t j, std::size_t s)>& shard) {
-  auto group_of = [&](std::size_t s) { return s < groups.size() ? groups[s] : nullptr; };
+  auto group_of = [&](std::size_t s) { return s < groups.size() ? groups[s].get() : nullptr; };
   if (!concurrent) {
     run(
         ranges.size(),
@@ -47,22 +46,19 @@ void ReplicaSet::run_shards(
     for (std::size_t j = 1; j < want; ++j) slot_module(k, j).train(replicas_[k]->is_training());
     on_device(k);
   }
-  const bool autocast = is_autocast_enabled();
+  // One intra-op thread per shard (one BLAS call per GEMM, as the sequential shards).
   std::vector<TaskHandle> tasks;
   std::vector<std::size_t> device_of;
+  std::vector<dist::ProcessGroup*> shard_groups;
   for (std::size_t k = 0; k < ranges.size(); ++k)
     for (std::size_t s = ranges[k].first; s < ranges[k].second; ++s) {
       const std::size_t j = s - ranges[k].first;
       DeviceWorker& worker = j == 0 ? *workers_[k] : *slots_[k][j - 1].worker;
-      tasks.push_back(worker.submit([&, k, j, s, autocast] {
-        set_num_threads(1);  // one BLAS call per GEMM, as the sequential shards
-        AutocastGuard region(autocast);
-        dist::CurrentGroupGuard group(group_of(s));
-        shard(k, j, s);
-      }));
+      tasks.push_back(submit(worker, k, group_of(s), true, [&shard, k, j, s] { shard(k, j, s); }));
       device_of.push_back(k);
+      shard_groups.push_back(group_of(s));
     }
-  wait_all(tasks, device_of);
+  wait_all(tasks, device_of, shard_groups);
 }
 
 }  // namespace lockstep::parallel::detail

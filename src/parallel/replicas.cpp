@@ -66,20 +66,45 @@ void ReplicaSet::run(std::size_t n, const std::function<void(std::size_t)>& f, b
     return;
   }
   std::vector<TaskHandle> futures;
-  for (std::size_t k = 0; k < n; ++k)
-    futures.push_back(workers_[k]->submit([this, &f, k, autocast, single_thread] {
-      if (single_thread) set_num_threads(1);  // one BLAS call per GEMM on any N
-      AutocastGuard region(autocast);
-      dist::CurrentGroupGuard group(groups_.empty() ? nullptr : groups_[k].get());
-      f(k);
-    }));
-  std::vector<std::size_t> device_of(n);
-  for (std::size_t k = 0; k < n; ++k) device_of[k] = k;
-  wait_all(futures, device_of);
+  std::vector<std::size_t> device_of;
+  std::vector<dist::ProcessGroup*> group_of;
+  for (std::size_t k = 0; k < n; ++k) {
+    dist::ProcessGroup* group = groups_.empty() ? nullptr : groups_[k].get();
+    futures.push_back(submit(*workers_[k], k, group, single_thread, [&f, k] { f(k); }));
+    device_of.push_back(k);
+    group_of.push_back(group);
+  }
+  wait_all(futures, device_of, group_of);
 }
 
-void ReplicaSet::wait_all(std::vector<TaskHandle>& tasks,
-                          const std::vector<std::size_t>& device_of) const {
+TaskHandle ReplicaSet::submit(DeviceWorker& worker, std::size_t k, dist::ProcessGroup* group,
+                              bool single_thread, std::function<void()> f) {
+  const bool autocast = is_autocast_enabled();
+  const bool aborts = group && module_.runs_collectives();
+  return worker.submit([this, k, group, single_thread, autocast, aborts, f = std::move(f)] {
+    if (single_thread) set_num_threads(1);  // one BLAS call per GEMM on any N
+    AutocastGuard region(autocast);
+    dist::CurrentGroupGuard current(group);
+    try {
+      f();
+    } catch (...) {
+      if (aborts) {
+        std::string what = "unknown error";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        group->abort("the replica on " + devices_[k].str() + " failed: " + what);
+      }
+      throw;
+    }
+  });
+}
+
+void ReplicaSet::wait_all(std::vector<TaskHandle>& tasks, const std::vector<std::size_t>& device_of,
+                          const std::vector<dist::ProcessGroup*>& groups) const {
   std::exception_ptr first;
   std::size_t first_k = 0;
   for (std::size_t t = 0; t < tasks.size(); ++t) {
@@ -92,8 +117,10 @@ void ReplicaSet::wait_all(std::vector<TaskHandle>& tasks,
       }
     }
   }
-  if (first)
-    rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
+  if (!first) return;
+  for (dist::ProcessGroup* g : groups)
+    if (g) g->clear_abort();
+  rethrow_with_prefix(first, "DataParallel replica on " + devices_[first_k].str() + ": ");
 }
 
 bool ReplicaSet::copies_master(std::size_t k) const {
@@ -185,11 +212,24 @@ Tensor ReplicaSet::train_on(nn::Module& m, const std::vector<Tensor>& params, co
                             const ArgsLossFn& loss_fn) {
   DropoutKeyGuard guard(key);
   if (weight == 0) {
-    // Nothing of this chunk counts (every target ignored): its forward still runs, as PyTorch's
-    // does, so the buffers it updates (BatchNorm's statistics) and collectives it runs happen;
-    // no loss, no backward.
-    NoGradGuard no_grad;
-    m.forward_args(x);
+    // Nothing of this piece counts (every target ignored, or no rows): its forward still runs,
+    // as PyTorch's does, so the buffers it updates (BatchNorm's statistics) and the collectives
+    // it runs happen; no loss. A module that runs collectives (SyncBatchNorm) also runs them in
+    // backward, where the other pieces wait for this one: it backpropagates zeros, so it meets
+    // them and adds nothing to any gradient.
+    if (!m.runs_collectives()) {
+      NoGradGuard no_grad;
+      m.forward_args(x);
+      return Tensor();
+    }
+    EnableGradGuard grad_on;
+    Tensor root;
+    for (const Tensor& out : m.forward_args(x))
+      if (out.requires_grad()) {
+        Tensor zero = mul(sum(out), 0.0);
+        root = root.defined() ? add(root, zero) : zero;
+      }
+    if (root.defined()) root.backward();
     return Tensor();
   }
   EnableGradGuard grad_on;

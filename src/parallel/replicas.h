@@ -49,7 +49,9 @@ class ReplicaSet {
   }
 
   // Runs f(k) for k in [0, n) concurrently and waits for all; rethrows the first error (in device
-  // order) as the same type with the device named. Each task runs under the caller's autocast
+  // order) as the same type with the device named. Under a module that runs collectives, a task
+  // that throws aborts its group (ProcessGroup::abort), so siblings waiting for it in a
+  // collective throw too instead of waiting forever; the groups are cleared once all are done. Each task runs under the caller's autocast
   // setting. With one device the task runs on the calling thread (as torch.nn.DataParallel does
   // with one device: no thread hand-off), under the worker's intra-op thread count and with the
   // caller's thread-local modes restored afterwards; replica k's group member is
@@ -79,7 +81,7 @@ class ReplicaSet {
   // run()'s.
   using Ranges = std::vector<std::pair<std::size_t, std::size_t>>;
   void run_shards(const Ranges& ranges, bool concurrent,
-                  const std::vector<dist::ProcessGroup*>& groups,
+                  const std::vector<std::shared_ptr<dist::ProcessGroup>>& groups,
                   const std::function<void(std::size_t k)>& on_device,
                   const std::function<void(std::size_t k, std::size_t j, std::size_t s)>& shard);
   // Slot j of device k (slot 0: replica k).
@@ -106,10 +108,10 @@ class ReplicaSet {
   // The replica block of every training path, on replica k's worker: forward_args of `x` under
   // the dropout key, the loss of its outputs against `y`, backward of loss · weight (gradients
   // land on replica k's parameters). Returns the unweighted loss (0-d, detached); with weight 0
-  // (nothing of the chunk counts) only the forward runs, under no_grad, and the result is
-  // undefined. ShapeError when
-  // the loss is not a scalar; AutogradError when it does not depend on a parameter that requires
-  // grad.
+  // (nothing of the chunk counts, or no rows) the result is undefined and only the forward runs,
+  // under no_grad, but for a module that runs collectives (nn::Module::runs_collectives()),
+  // which also backpropagates zeros to meet the backward's collectives. ShapeError when the loss
+  // is not a scalar; AutogradError when it does not depend on a parameter that requires grad.
   // On slot j of device k (run_shards) for j > 0.
   Tensor train_piece(std::size_t k, const nn::Args& x, const Tensor& y, const DropoutKey& key,
                      double weight, const ArgsLossFn& loss_fn, std::size_t j = 0);
@@ -143,9 +145,15 @@ class ReplicaSet {
  private:
   Tensor train_on(nn::Module& m, const std::vector<Tensor>& params, const nn::Args& x,
                   const Tensor& y, const DropoutKey& key, double weight, const ArgsLossFn& loss_fn);
-  // Waits for every task (task t ran for device device_of[t]); rethrows the first error in task
-  // order, prefixed with its device.
-  void wait_all(std::vector<TaskHandle>& tasks, const std::vector<std::size_t>& device_of) const;
+  // f on `worker` for device k with `group` as dist::current_group(), under the caller's
+  // autocast setting (captured here), one intra-op thread if `single_thread`; an error aborts
+  // `group` where the module runs collectives (run()).
+  TaskHandle submit(DeviceWorker& worker, std::size_t k, dist::ProcessGroup* group,
+                    bool single_thread, std::function<void()> f);
+  // Waits for every task (task t ran for device device_of[t] with groups[t], which are cleared of
+  // an abort once all are done); rethrows the first error in task order, prefixed with its device.
+  void wait_all(std::vector<TaskHandle>& tasks, const std::vector<std::size_t>& device_of,
+                const std::vector<dist::ProcessGroup*>& groups = {}) const;
   std::vector<Tensor> module_buffers() const;
   static std::vector<Tensor> buffers_of(const nn::Module& m);
 

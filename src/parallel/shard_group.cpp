@@ -11,16 +11,33 @@
 
 namespace lockstep::parallel::detail {
 
+namespace {
+
+// Where this rank's shards start among the step's, how many there are, the most one rank has.
+struct Span {
+  std::int64_t offset = 0, total = 0, widest = 0;
+};
+Span span_of(const std::vector<std::int64_t>& rank_shards, const dist::ProcessGroup* global) {
+  const int me = global ? global->rank() : 0;
+  Span s;
+  for (std::size_t r = 0; r < rank_shards.size(); ++r) {
+    if (static_cast<int>(r) < me) s.offset += rank_shards[r];
+    s.total += rank_shards[r];
+    s.widest = std::max(s.widest, rank_shards[r]);
+  }
+  return s;
+}
+
+}  // namespace
+
 ShardGroup::ShardGroup(std::shared_ptr<dist::ProcessGroup> local,
                        std::shared_ptr<dist::ProcessGroup> global,
                        std::vector<std::int64_t> rank_shards)
     : local_(std::move(local)), global_(std::move(global)), rank_shards_(std::move(rank_shards)) {
-  const int me = global_ ? global_->rank() : 0;
-  for (std::size_t r = 0; r < rank_shards_.size(); ++r) {
-    if (static_cast<int>(r) < me) offset_ += rank_shards_[r];
-    total_ += rank_shards_[r];
-    widest_ = std::max(widest_, rank_shards_[r]);
-  }
+  const Span span = span_of(rank_shards_, global_.get());
+  offset_ = span.offset;
+  total_ = span.total;
+  widest_ = span.widest;
 }
 
 Tensor ShardGroup::gather_flat(const Tensor& input) {
@@ -118,23 +135,20 @@ void ShardGroup::barrier() {
 std::vector<std::shared_ptr<dist::ProcessGroup>> shard_groups(
     std::size_t local_shards, const std::shared_ptr<dist::ProcessGroup>& global,
     const std::vector<std::int64_t>& rank_shards, bool concurrent) {
-  const int me = global ? global->rank() : 0;
-  std::int64_t offset = 0, total = 0;
-  for (std::size_t r = 0; r < rank_shards.size(); ++r) {
-    if (static_cast<int>(r) < me) offset += rank_shards[r];
-    total += rank_shards[r];
-    if (concurrent && rank_shards[r] == 0)
+  for (std::size_t r = 0; concurrent && r < rank_shards.size(); ++r)
+    if (rank_shards[r] == 0)
       throw Error("DataParallel deterministic mode with a module that runs collectives: rank " +
                   std::to_string(r) +
                   " has no shard in this step (an empty local batch, or it joined), so a "
                   "collective inside forward could not meet its members; give every rank at "
                   "least one sample per step");
-  }
   std::vector<std::shared_ptr<dist::ProcessGroup>> out;
   if (!concurrent) {
+    const Span span = span_of(rank_shards, global.get());
     for (std::size_t s = 0; s < local_shards; ++s)
       out.push_back(std::make_shared<SequentialShardGroup>(
-          static_cast<int>(offset) + static_cast<int>(s), static_cast<int>(total)));
+          static_cast<int>(span.offset + static_cast<std::int64_t>(s)),
+          static_cast<int>(span.total)));
     return out;
   }
   for (auto& local : dist::new_thread_group(static_cast<int>(local_shards)))

@@ -46,6 +46,9 @@ class ShardGroup : public dist::ProcessGroup {
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                       dist::ReduceOp op) override;
   void barrier() override;
+  // This rank's shards only; the other ranks time out (ProcessGroup::abort).
+  void abort(const std::string& reason) override { local_->abort(reason); }
+  void clear_abort() override { local_->clear_abort(); }
 
  private:
   // Every member's input, flattened, back to back in member order: [size() · numel].

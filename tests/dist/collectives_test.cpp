@@ -2,7 +2,10 @@
 // shared with the mpi backend's tests (tests/mpi): tests/support/collective_bodies.h.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "support/collective_bodies.h"
 
@@ -77,6 +80,43 @@ TEST(Backends, ThreadsAlwaysMpiAndNcclWhenBuilt) {
   EXPECT_FALSE(dist::nccl_available());
   EXPECT_TRUE(dist::nccl_version().empty());
 #endif
+}
+
+// A member that fails aborts the group: the others, waiting in a collective or entering one,
+// throw DistError with its reason; once every member has left, clear_abort() makes the group
+// work again.
+TEST(ThreadGroupAbort, ReleasesTheWaitersUntilCleared) {
+  auto group = dist::new_thread_group(3);
+  std::vector<std::string> seen(3);
+  std::vector<std::thread> waiters;
+  for (int r : {0, 1})
+    waiters.emplace_back([&, r] {
+      Tensor t = ones({4});
+      try {
+        group[static_cast<std::size_t>(r)]->all_reduce(t);
+      } catch (const DistError& e) {
+        seen[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both usually asleep by now
+  group[2]->abort("rank 2 failed: bad label");
+  for (auto& w : waiters) w.join();
+  for (int r : {0, 1})
+    EXPECT_NE(seen[static_cast<std::size_t>(r)].find("aborted: rank 2 failed: bad label"),
+              std::string::npos)
+        << "rank " << r << ": " << seen[static_cast<std::size_t>(r)];
+  expect_error<DistError>([&] { group[1]->barrier(); }, {"rank 2 failed"});
+  group[0]->clear_abort();
+  std::vector<double> sums(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      Tensor t = full({1}, static_cast<float>(r + 1));
+      group[static_cast<std::size_t>(r)]->all_reduce(t);
+      sums[static_cast<std::size_t>(r)] = t.item();
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(sums, std::vector<double>(3, 6.0));
 }
 
 #ifndef LOCKSTEP_HAS_CUDA

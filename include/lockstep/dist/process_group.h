@@ -73,6 +73,17 @@ class ProcessGroup {
   /// Returns once every rank has entered it.
   virtual void barrier() = 0;
 
+  /// Releases the members of this group in this process that wait in a collective, or will:
+  /// each throws DistError naming `reason` (the failure of the member that calls it, which its
+  /// siblings would otherwise wait for forever). The group stays aborted until clear_abort(),
+  /// which its owner calls once no member is inside a collective. The threads backend (and
+  /// DataParallel's groups built on it) implement it; the default does nothing: MPI's and
+  /// NCCL's members time out instead (mpi.h, nccl.h). (PyTorch's ProcessGroup::abort, which is
+  /// final.)
+  virtual void abort(const std::string& reason) { (void)reason; }
+  /// Makes an aborted group usable again; every member must have left its collectives.
+  virtual void clear_abort() {}
+
  protected:
   /// ValueError naming `op` unless 0 <= root < size().
   void check_root(const char* op, int root) const;

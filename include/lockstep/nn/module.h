@@ -31,8 +31,10 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Whether this module's forward or backward runs a collective on dist::current_group() (as
   /// SyncBatchNorm's does; lockstep/dist/current_group.h). DataParallel's deterministic mode then
   /// runs a step's shards at once, one thread each, so that every shard reaches the collective;
-  /// otherwise a device runs its shards one after another and such a collective throws. The
-  /// default: whether a child's does. Override it to return true in a module that calls one.
+  /// otherwise a device runs its shards one after another and such a collective throws. Every
+  /// replica then runs each step, with 0 rows if it has none, and a failing one aborts the
+  /// others' wait (current_group.h). The default: whether a child's does. Override it to return
+  /// true in a module that calls one.
   virtual bool runs_collectives() const;
 
   /// Type name for messages ("Linear", "Sequential", or the user's class).

@@ -36,7 +36,14 @@
 // One CPU device: forward_backward runs the wrapped module itself on the calling thread (no
 // replica, no reducer), as torch.nn.DataParallel does with one device, so it costs little more
 // than the plain module's step and its gradients are autograd's own (accumulated into a .grad the
-// parameters hold); deterministic mode, no_sync() and DistributedDataParallel keep their paths.
+// parameters hold); deterministic mode, no_sync() and DistributedDataParallel keep their paths,
+// and so does forward(): they run replica 0, which shares the module's parameters and buffers
+// but is a clone made at construction. So, unlike PyTorch's one-device DataParallel, those paths
+// do not see a module changed after wrapping (a submodule replaced, a plain member set,
+// module->eval() called on the module rather than on the DataParallel): change the module
+// before wrapping it, and switch modes with DataParallel::train()/eval(). An exception in the
+// module's backward on this path leaves the gradients it had already accumulated into .grad
+// (autograd's own behaviour); the replica paths leave .grad untouched.
 //
 // Deterministic mode (options.deterministic): the global batch is cut into shards of
 // options.shard_size samples, independent of the device count; each shard's gradient is computed

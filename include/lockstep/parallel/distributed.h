@@ -65,11 +65,21 @@
 // lowest rank that took part in the last real step are broadcast to all (PyTorch's
 // _sync_final_model), so every rank ends bit-identical. Every rank must call join() once after
 // its last forward_backward() (optimizer state of a rank that joined early is not updated while
-// it shadows, as in PyTorch). forward()+backward() does not take part in join.
+// it shadows, as in PyTorch). forward()+backward() does not take part in join. A module that runs
+// collectives inside forward or backward (nn::Module::runs_collectives(): SyncBatchNorm) cannot
+// be shadowed: a step where some rank has joined throws ValueError on every rank (PyTorch's
+// DDP.join() does not support such modules either).
+//
+// Collectives inside the module (dist::current_group(), current_group.h): the group spans every
+// replica of every rank, and every replica runs each step, one without rows (fewer rows than
+// local devices, a rank with an empty batch) on 0 rows and one whose targets are all ignored
+// backpropagating zeros, so each meets the others' collectives. forward() under no_grad or
+// eval() exchanges nothing between ranks: in deterministic mode its group is then this rank's
+// shards only.
 //
 // Errors: a collective that fails or waits longer than the process group's timeout throws
 // DistError / TimeoutError (see dist/mpi.h); ValueError when ranks disagree on no_sync() in a
-// step.
+// step, or when a rank joined under a module that runs collectives.
 #pragma once
 
 #include <functional>

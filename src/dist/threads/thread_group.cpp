@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "dist/reduce_op.h"
@@ -24,9 +25,10 @@ class Shared {
   explicit Shared(int n) : size(n), slots(static_cast<std::size_t>(n)) {}
 
   // Generation barrier: spins briefly (collectives in a training step follow each other closely),
-  // then sleeps on a condition variable.
+  // then sleeps on a condition variable. Throws DistError once the group is aborted.
   void arrive_and_wait() {
     std::unique_lock<std::mutex> lock(mu_);
+    throw_if_aborted();
     std::uint64_t gen = generation_;
     if (++waiting_ == size) {
       waiting_ = 0;
@@ -38,10 +40,29 @@ class Shared {
     lock.unlock();
     for (int i = 0; i < 2000; ++i) {
       if (gen_atomic_.load(std::memory_order_acquire) != gen) return;
+      if (aborted_.load(std::memory_order_acquire)) break;
       if (i > 100) std::this_thread::yield();
     }
     lock.lock();
-    cv_.wait(lock, [&] { return generation_ != gen; });
+    cv_.wait(lock, [&] { return generation_ != gen || aborted_.load(); });
+    if (generation_ == gen) throw_if_aborted();
+  }
+
+  void abort(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.load()) return;  // the first failure is the one reported
+    reason_ = reason;
+    aborted_.store(true, std::memory_order_release);
+    cv_.notify_all();
+  }
+  // No member is inside a collective (the caller's promise): the barrier starts afresh.
+  void clear_abort() {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_.store(false, std::memory_order_release);
+    reason_.clear();
+    waiting_ = 0;
+    ++generation_;
+    gen_atomic_.store(generation_, std::memory_order_release);
   }
 
   const int size;
@@ -59,6 +80,13 @@ class Shared {
   int waiting_ = 0;
   std::uint64_t generation_ = 0;
   std::atomic<std::uint64_t> gen_atomic_{0};
+  std::atomic<bool> aborted_{false};
+  std::string reason_;
+
+  void throw_if_aborted() const {
+    if (aborted_.load(std::memory_order_acquire))
+      throw DistError("threads process group aborted: " + reason_);
+  }
 };
 
 using detail::with_op;
@@ -142,6 +170,8 @@ class ThreadGroup : public ProcessGroup {
   }
 
   void barrier() override { s_->arrive_and_wait(); }
+  void abort(const std::string& reason) override { s_->abort(reason); }
+  void clear_abort() override { s_->clear_abort(); }
 
  private:
   void publish(void* data, std::int64_t numel, DType dtype,

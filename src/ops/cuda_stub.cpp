@@ -2,17 +2,10 @@
 // in such a build (check_device_available refuses it), so the op layer never calls these; should
 // one be reached anyway, it throws DeviceError instead of touching memory.
 #include "lockstep/core/error.h"
+#include "ops/cuda_not_built.h"
 #include "ops/cuda_ops.h"
 
 namespace lockstep::cuda_ops {
-
-namespace {
-[[noreturn]] void not_built(const char* op) {
-  throw DeviceError(std::string(op) +
-                    ": CUDA tensors are not supported: this build has no CUDA backend (configure "
-                    "with -DLOCKSTEP_CUDA=ON)");
-}
-}  // namespace
 
 void copy(const Tensor&, const Tensor&) { not_built("copy"); }
 void fill(const Tensor&, double) { not_built("fill"); }

@@ -69,6 +69,24 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
   return out;
 }
 
+Tensor flatten(const Tensor& a, int start_dim, int end_dim) {
+  detail::check_defined("flatten", a);
+  if (a.dim() == 0) return reshape(a, {1});
+  const int sd = detail::wrap_dim("flatten", start_dim, a.dim());
+  const int ed = detail::wrap_dim("flatten", end_dim, a.dim());
+  if (sd > ed)
+    throw IndexError("flatten: start_dim " + std::to_string(start_dim) + " comes after end_dim " +
+                     std::to_string(end_dim) + " of a " + a.shape().str() + " tensor");
+  Shape s;
+  std::int64_t merged = 1;
+  for (int i = 0; i < a.dim(); ++i) {
+    if (i < sd || i > ed) s.push_back(a.size(i));
+    if (i >= sd && i <= ed) merged *= a.size(i);
+    if (i == ed) s.push_back(merged);
+  }
+  return reshape(a, s);
+}
+
 Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length) {
   detail::check_defined("narrow", a);
   int d = detail::wrap_dim("narrow", dim, a.dim());

@@ -143,19 +143,7 @@ Tensor Tensor::clone() const {
   return out;
 }
 Tensor Tensor::reshape(const Shape& s) const { return lockstep::reshape(*this, s); }
-Tensor Tensor::flatten(int start_dim) const {
-  int sd = detail::wrap_dim("flatten", start_dim, std::max(dim(), 1));
-  Shape s;
-  std::int64_t rest = 1;
-  for (int i = 0; i < dim(); ++i) {
-    if (i < sd)
-      s.push_back(shape()[i]);
-    else
-      rest *= shape()[i];
-  }
-  s.push_back(rest);
-  return lockstep::reshape(*this, s);
-}
+Tensor Tensor::flatten(int start_dim) const { return lockstep::flatten(*this, start_dim); }
 Tensor Tensor::narrow(int d, std::int64_t start, std::int64_t length) const {
   return lockstep::narrow(*this, d, start, length);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "support/gradcheck.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {
@@ -176,43 +177,9 @@ Tensor make_input(const Shape& s, Init init, Generator& gen) {
   Generator gen(2024);
   Inputs in;
   for (const Shape& s : c.shapes) in.push_back(make_input(s, c.init, gen));
-  Tensor out = c.fn(in);
-  if (out.dtype() != kFloat64) return ::testing::AssertionFailure() << "output is not float64";
-  if (!out.requires_grad())
-    return ::testing::AssertionFailure() << "the op recorded no autograd history";
-  Tensor w = randn(out.shape(), kFloat64, &gen);
-  sum(mul(out, w)).backward();
-
-  const auto wv = w.to_vector<double>();
-  auto loss = [&] {
-    NoGradGuard no_grad;
-    auto o = c.fn(in).to_vector<double>();
-    double s = 0;
-    for (std::size_t i = 0; i < o.size(); ++i) s += o[i] * wv[i];
-    return s;
-  };
-  const double eps = 1e-6;
-  for (std::size_t k = 0; k < in.size(); ++k) {
-    Tensor g = in[k].grad();
-    if (!g.defined()) return ::testing::AssertionFailure() << "input " << k << " got no gradient";
-    if (g.shape() != in[k].shape())
-      return ::testing::AssertionFailure() << "input " << k << ": gradient shape "
-                                           << g.shape().str() << " vs " << in[k].shape().str();
-    double* p = in[k].data_ptr<double>();
-    std::vector<double> numeric(static_cast<std::size_t>(in[k].numel()));
-    for (std::size_t i = 0; i < numeric.size(); ++i) {
-      double orig = p[i];
-      p[i] = orig + eps;
-      double lp = loss();
-      p[i] = orig - eps;
-      double lm = loss();
-      p[i] = orig;
-      numeric[i] = (lp - lm) / (2 * eps);
-    }
-    auto r = AllClose(g.to_vector<double>(), numeric, 1e-5, 1e-6);
-    if (!r) return r << " (input " << k << ")";
-  }
-  return ::testing::AssertionSuccess();
+  std::vector<Tensor*> leaves;
+  for (Tensor& t : in) leaves.push_back(&t);
+  return testing::gradcheck([&] { return c.fn(in); }, leaves, gen);
 }
 
 class GradCheck : public ::testing::TestWithParam<Case> {};

@@ -11,6 +11,9 @@
 
 #include "lockstep/core/generator.h"
 #include "lockstep/core/tensor.h"
+#include "lockstep/ops/batch_norm.h"
+#include "lockstep/ops/conv.h"
+#include "lockstep/ops/pool.h"
 
 namespace lockstep {
 
@@ -95,6 +98,10 @@ Tensor softmax(const Tensor& x, int dim = 1);
 // ---- shape and indexing ----------------------------------------------------------------------
 /// Same data, new shape with the same numel; one dimension may be -1. View (no copy).
 Tensor reshape(const Tensor& a, const Shape& shape);
+/// torch.flatten: dims [start_dim, end_dim] merged into one (negative dims count from the end);
+/// a view, as reshape. IndexError for a dim outside the tensor or start_dim > end_dim; a 0-d
+/// tensor gives [1].
+Tensor flatten(const Tensor& a, int start_dim = 0, int end_dim = -1);
 /// Transpose of a 2-d tensor (a copy, since tensors are contiguous).
 Tensor t(const Tensor& a);
 /// Elements [start, start+length) along `dim`. A view for dim 0, a copy otherwise.

@@ -1,0 +1,214 @@
+// Fast CPU kernels of the pools and batch norm: the shared bodies of src/ops/pool_norm_bodies.h
+// (the CUDA kernels' own expressions), with the backward in gather form (each input element
+// sums the outputs that reach it, so planes are independent and no write is shared), split over
+// N·C planes (pools) or channels (batch norm) on the calling thread's intra-op team
+// (lockstep/core/parallel.h) when there is enough work to pay for the hand-off. The split does
+// not change any sum's order: results are the same for every thread count.
+#include <algorithm>
+
+#include "lockstep/core/parallel.h"
+#include "ops/pool_norm_kernels.h"
+
+namespace lockstep::kernels::cpu {
+
+namespace {
+
+namespace sh = ::lockstep::kernels::shared;
+
+// Below this many element visits a kernel runs on the calling thread alone.
+constexpr std::int64_t kParallelWork = std::int64_t{1} << 16;
+
+// f(begin, end) over [0, items), in contiguous ranges, one per helper when work pays.
+template <class F>
+void split(std::int64_t items, std::int64_t work, const F& f) {
+  const int threads = get_num_threads();
+  const std::int64_t parts = std::min<std::int64_t>(threads, items);
+  if (parts <= 1 || work < kParallelWork) {
+    if (items > 0) f(std::int64_t{0}, items);
+    return;
+  }
+  parallel_run(static_cast<int>(parts),
+               [&](int i) { f(items * i / parts, items * (i + 1) / parts); });
+}
+
+std::int64_t window_work(const PoolGeom& g) {
+  return g.planes * g.out_h * g.out_w * std::max<std::int64_t>(g.k_h * g.k_w, 1);
+}
+
+// Every output (forward) or input (backward) element of planes [p0, p1) through `one`.
+template <class F>
+void each_output(const PoolGeom& g, std::int64_t work, const F& one) {
+  split(g.planes, work, [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p)
+      for (std::int64_t oh = 0; oh < g.out_h; ++oh)
+        for (std::int64_t ow = 0; ow < g.out_w; ++ow) one(p, oh, ow);
+  });
+}
+template <class F>
+void each_input(const PoolGeom& g, std::int64_t work, const F& one) {
+  split(g.planes, work, [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p)
+      for (std::int64_t h = 0; h < g.in_h; ++h)
+        for (std::int64_t w = 0; w < g.in_w; ++w) one(p, h, w);
+  });
+}
+
+}  // namespace
+
+template <class T>
+void max_pool2d(const T* x, T* y, std::int64_t* index, const PoolGeom& g) {
+  const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
+  each_output(g, window_work(g), [&](std::int64_t p, std::int64_t oh, std::int64_t ow) {
+    const std::int64_t o = p * op + oh * g.out_w + ow;
+    sh::max_pool_one(x + p * ip, g, oh, ow, y + o, index + o);
+  });
+}
+
+template <class T>
+void max_pool2d_backward(const T* gy, const std::int64_t* index, T* gx, const PoolGeom& g) {
+  const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
+  each_input(g, window_work(g), [&](std::int64_t p, std::int64_t h, std::int64_t w) {
+    gx[p * ip + h * g.in_w + w] = sh::max_pool_grad_one(gy + p * op, index + p * op, g, h, w);
+  });
+}
+
+template <class T>
+void avg_pool2d(const T* x, T* y, const PoolGeom& g) {
+  const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
+  each_output(g, window_work(g), [&](std::int64_t p, std::int64_t oh, std::int64_t ow) {
+    y[p * op + oh * g.out_w + ow] = sh::avg_pool_one(x + p * ip, g, oh, ow);
+  });
+}
+
+template <class T>
+void avg_pool2d_backward(const T* gy, T* gx, const PoolGeom& g) {
+  const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
+  each_input(g, window_work(g), [&](std::int64_t p, std::int64_t h, std::int64_t w) {
+    gx[p * ip + h * g.in_w + w] = sh::avg_pool_grad_one(gy + p * op, g, h, w);
+  });
+}
+
+template <class T>
+void adaptive_avg_pool2d(const T* x, T* y, const PoolGeom& g) {
+  const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
+  each_output(g, g.planes * std::max(ip, op),
+              [&](std::int64_t p, std::int64_t oh, std::int64_t ow) {
+                y[p * op + oh * g.out_w + ow] = sh::adaptive_avg_one(x + p * ip, g, oh, ow);
+              });
+}
+
+template <class T>
+void adaptive_avg_pool2d_backward(const T* gy, T* gx, const PoolGeom& g) {
+  const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
+  each_input(g, g.planes * std::max(ip, op), [&](std::int64_t p, std::int64_t h, std::int64_t w) {
+    gx[p * ip + h * g.in_w + w] = sh::adaptive_avg_grad_one(gy + p * op, g, h, w);
+  });
+}
+
+// ---- batch norm: channels split over the team; each channel's sums in (n, spatial) order ------
+
+template <class T>
+void batch_norm_train_stats(const T* x, const BnGeom& g, double eps, double momentum,
+                            T* running_mean, T* running_var, double* mean, double* invstd) {
+  const double m = static_cast<double>(g.n * g.spatial);
+  split(g.c, g.n * g.c * g.spatial * 2, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t c = c0; c < c1; ++c) {
+      double sum = 0;
+      for (std::int64_t n = 0; n < g.n; ++n) {
+        const T* row = x + (n * g.c + c) * g.spatial;
+        for (std::int64_t s = 0; s < g.spatial; ++s) sum += static_cast<double>(row[s]);
+      }
+      const double mu = sum / m;
+      double var_sum = 0;
+      for (std::int64_t n = 0; n < g.n; ++n) {
+        const T* row = x + (n * g.c + c) * g.spatial;
+        for (std::int64_t s = 0; s < g.spatial; ++s) {
+          const double d = static_cast<double>(row[s]) - mu;
+          var_sum += d * d;
+        }
+      }
+      mean[c] = mu;
+      invstd[c] = sh::bn_invstd(var_sum / m, eps);
+      if (running_mean)
+        running_mean[c] =
+            static_cast<T>(sh::bn_running(static_cast<double>(running_mean[c]), mu, momentum));
+      if (running_var)
+        running_var[c] = static_cast<T>(
+            sh::bn_running(static_cast<double>(running_var[c]), var_sum / (m - 1), momentum));
+    }
+  });
+}
+
+template <class T>
+void batch_norm_eval_stats(const T* running_mean, const T* running_var, const BnGeom& g, double eps,
+                           double* mean, double* invstd) {
+  for (std::int64_t c = 0; c < g.c; ++c) {
+    mean[c] = static_cast<double>(running_mean[c]);
+    invstd[c] = sh::bn_invstd(static_cast<double>(running_var[c]), eps);
+  }
+}
+
+template <class T>
+void batch_norm_apply(const T* x, const double* mean, const double* invstd, const T* w, const T* b,
+                      const BnGeom& g, T* y) {
+  split(g.c, g.n * g.c * g.spatial, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t c = c0; c < c1; ++c) {
+      T alpha, beta;
+      sh::bn_affine_coeffs(mean[c], invstd[c], w, b, c, alpha, beta);
+      for (std::int64_t n = 0; n < g.n; ++n) {
+        const std::int64_t base = (n * g.c + c) * g.spatial;
+        for (std::int64_t s = 0; s < g.spatial; ++s)
+          y[base + s] = sh::bn_apply_one(x[base + s], alpha, beta);
+      }
+    }
+  });
+}
+
+template <class T>
+void batch_norm_backward(const T* dy, const T* x, const double* mean, const double* invstd,
+                         const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db) {
+  const double m = static_cast<double>(g.n * g.spatial);
+  split(g.c, g.n * g.c * g.spatial * 2, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t c = c0; c < c1; ++c) {
+      double sum = 0, dot = 0;
+      for (std::int64_t n = 0; n < g.n; ++n) {
+        const std::int64_t base = (n * g.c + c) * g.spatial;
+        for (std::int64_t s = 0; s < g.spatial; ++s) {
+          const double d = static_cast<double>(dy[base + s]);
+          sum += d;
+          dot += d * (static_cast<double>(x[base + s]) - mean[c]);
+        }
+      }
+      if (dw) dw[c] = static_cast<T>(dot * invstd[c]);
+      if (db) db[c] = static_cast<T>(sum);
+      if (!dx) continue;
+      const auto q = sh::bn_grad_coeffs<T>(mean[c], invstd[c], sum, dot, m, w, c, training);
+      for (std::int64_t n = 0; n < g.n; ++n) {
+        const std::int64_t base = (n * g.c + c) * g.spatial;
+        for (std::int64_t s = 0; s < g.spatial; ++s)
+          dx[base + s] = sh::bn_grad_one(dy[base + s], x[base + s], q, training);
+      }
+    }
+  });
+}
+
+#define LOCKSTEP_INSTANTIATE(T)                                                                    \
+  template void max_pool2d<T>(const T*, T*, std::int64_t*, const PoolGeom&);                       \
+  template void max_pool2d_backward<T>(const T*, const std::int64_t*, T*, const PoolGeom&);        \
+  template void avg_pool2d<T>(const T*, T*, const PoolGeom&);                                      \
+  template void avg_pool2d_backward<T>(const T*, T*, const PoolGeom&);                             \
+  template void adaptive_avg_pool2d<T>(const T*, T*, const PoolGeom&);                             \
+  template void adaptive_avg_pool2d_backward<T>(const T*, T*, const PoolGeom&);                    \
+  template void batch_norm_train_stats<T>(const T*, const BnGeom&, double, double, T*, T*,         \
+                                          double*, double*);                                       \
+  template void batch_norm_eval_stats<T>(const T*, const T*, const BnGeom&, double, double*,       \
+                                         double*);                                                 \
+  template void batch_norm_apply<T>(const T*, const double*, const double*, const T*, const T*,    \
+                                    const BnGeom&, T*);                                            \
+  template void batch_norm_backward<T>(const T*, const T*, const double*, const double*, const T*, \
+                                       const BnGeom&, bool, T*, T*, T*);
+LOCKSTEP_INSTANTIATE(float)
+LOCKSTEP_INSTANTIATE(double)
+#undef LOCKSTEP_INSTANTIATE
+
+}  // namespace lockstep::kernels::cpu

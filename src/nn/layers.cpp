@@ -24,6 +24,7 @@ void normal_(Tensor& t, double mean, double std, Generator* gen) {
 
 void linear_weight_(Tensor& weight, Generator* gen) {
   double fan_in = static_cast<double>(weight.size(1));
+  for (int d = 2; d < weight.dim(); ++d) fan_in *= static_cast<double>(weight.size(d));
   double bound = fan_in > 0 ? 1.0 / std::sqrt(fan_in) : 0.0;
   uniform_(weight, -bound, bound, gen);
 }

@@ -124,6 +124,12 @@ bool Module::runs_collectives() const {
   return false;
 }
 
+bool Module::uses_batch_statistics() const {
+  for (const auto& [name, child] : children_)
+    if (child && child->uses_batch_statistics()) return true;
+  return false;
+}
+
 std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
   for (auto& [k, c] : children_) out.push_back(c);

@@ -19,9 +19,41 @@ using detail::normalized;
 using detail::sum_of;
 using detail::tree_sum;
 
+namespace detail {
+
+namespace {
+// The deepest layer under `m` (dotted path `at`) whose forward mixes its batch's samples without
+// a collective that spans the shards; empty when none.
+std::string batch_statistics_layer(const nn::Module& m, const std::string& at) {
+  for (const auto& [name, child] : m.named_children()) {
+    if (!child) continue;
+    const std::string found = batch_statistics_layer(*child, at.empty() ? name : at + "." + name);
+    if (!found.empty()) return found;
+  }
+  if (m.uses_batch_statistics() && !m.runs_collectives())
+    return "'" + (at.empty() ? std::string("(the wrapped module)") : at) + "' (" + m.name() + ")";
+  return "";
+}
+}  // namespace
+
+void refuse_batch_statistics(const nn::Module& m) {
+  const std::string layer = batch_statistics_layer(m, "");
+  if (!layer.empty())
+    throw ValueError(
+        "DataParallel deterministic mode: layer " + layer +
+        " normalizes each shard with that shard's own batch statistics in training, so the "
+        "result would depend on the shard size rather than being the one-device result it "
+        "promises; the fix is SyncBatchNorm (statistics over the whole global batch), which "
+        "Lockstep does not have yet: turn deterministic mode off for this model, or put the "
+        "layer in eval()");
+}
+
+}  // namespace detail
+
 Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, const Tensor& target,
                                                     const ArgsLossFn& loss_fn,
                                                     const LossCount& count) {
+  detail::refuse_batch_statistics(*replicas_->module(0));
   const std::int64_t batch = target.size(0);
   const bool across_ranks = options_.process_group != nullptr;
   Plan pl = plan(batch);

@@ -33,6 +33,7 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   const std::int64_t batch = detail::batch_rows(args, "DataParallel::forward_args");
   const bool grad = GradMode::is_enabled();
   check_master(grad);
+  if (options_.deterministic) detail::refuse_batch_statistics(*replicas_->module(0));
   before_forward();
   // The tensor arguments (scattered along dim 0) and which of them need a gradient.
   std::vector<std::size_t> tensor_at;

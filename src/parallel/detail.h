@@ -47,6 +47,11 @@ namespace lockstep::parallel::detail {
   }
 }
 
+// Deterministic mode's promise (the bits of one device for any device count) cannot hold for a
+// layer whose forward mixes a shard's samples (BatchNorm in training, without a collective that
+// spans the shards): ValueError naming the layer and the fix (data_parallel_deterministic.cpp).
+void refuse_batch_statistics(const nn::Module& m);
+
 // count_s / total (all zero when nothing counts).
 inline std::vector<double> normalized(std::vector<double> counts, double total) {
   for (double& c : counts) c = total > 0 ? c / total : 0.0;

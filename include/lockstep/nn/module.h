@@ -37,6 +37,12 @@ class Module : public std::enable_shared_from_this<Module> {
   /// true in a module that calls one.
   virtual bool runs_collectives() const;
 
+  /// Whether this module's forward mixes the samples of its batch, so that a sample's output
+  /// depends on which others share its chunk (BatchNorm in training, nn/batch_norm.h).
+  /// DataParallel's deterministic mode refuses such a module unless it also runs collectives
+  /// (SyncBatchNorm: its statistics span every shard). The default: whether a child's does.
+  virtual bool uses_batch_statistics() const;
+
   /// Type name for messages ("Linear", "Sequential", or the user's class).
   virtual std::string name() const { return "Module"; }
 

@@ -62,10 +62,13 @@ void add_dist_flags(CLI::App& app, DistOptions& d) {
 
 void add_model_flags(CLI::App& app, ModelOptions& m) {
   app.add_option("--model", m.spec,
-                 "MLP widths mlp:IN,H1,...,OUT; IN must be the data's feature count and OUT its "
-                 "class count (max label + 1); mlp:IN,OUT is one Linear layer" +
+                 "MLP widths mlp:IN,H1,...,OUT (IN must be the data's feature count and OUT its "
+                 "class count, max label + 1; mlp:IN,OUT is one Linear layer); or layers in "
+                 "PyTorch's spelling, e.g. \"Conv2d(1,16,3,padding=1) BatchNorm2d(16) ReLU "
+                 "MaxPool2d(2) Flatten Linear(3136,10)\" (the README's grammar); @FILE reads "
+                 "them from a file; cnn is the main job's CNN for 28x28 images" +
                      dflt("mlp:IN,5,C for synthetic data, mlp:IN,256,C otherwise"))
-      ->check(parser_check([](const std::string& t) { parse_mlp_spec(t); }, "mlp:IN,...,OUT"));
+      ->check(parser_check([](const std::string& t) { parse_model_spec(t); }, "MODEL"));
   app.add_option("--activation", m.activation,
                  "Activation after each hidden Linear: relu, tanh, sigmoid or gelu" + dflt("relu"))
       ->check(one_of({"relu", "tanh", "sigmoid", "gelu"}));

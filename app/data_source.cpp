@@ -106,6 +106,7 @@ LoadedData load_data(const DataOptions& options) {
       auto [train, test] = data::load_mnist_dir(spec.paths[0]);
       d.train_x = train.features, d.train_y = train.labels;
       d.val_x = test.features, d.val_y = test.labels;
+      d.image_size = train.image_size;
       d.train_name = spec.paths[0] + " (train-*)";
       d.val_name = spec.paths[0] + " (t10k-*)";
       break;
@@ -113,11 +114,17 @@ LoadedData load_data(const DataOptions& options) {
     case DataSpec::Kind::Idx: {
       data::LabeledData train = data::read_idx(spec.paths[0], spec.paths[1]);
       d.train_x = train.features, d.train_y = train.labels;
+      d.image_size = train.image_size;
       d.train_name = spec.paths[0];
       if (spec.paths.size() == 4) {
         data::LabeledData val = data::read_idx(spec.paths[2], spec.paths[3]);
         d.val_x = val.features, d.val_y = val.labels;
         d.val_name = spec.paths[2];
+        if (val.image_size != train.image_size)
+          throw DataError(d.val_name + ": images of " + std::to_string(val.image_size[0]) + "x" +
+                          std::to_string(val.image_size[1]) + " pixels, but " + d.train_name +
+                          " has " + std::to_string(train.image_size[0]) + "x" +
+                          std::to_string(train.image_size[1]));
       }
       break;
     }

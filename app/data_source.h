@@ -38,6 +38,9 @@ struct LoadedData {
   std::string train_name, val_name;
   /// Feature columns F, classes C = max label + 1 over train and validation rows.
   std::int64_t features = 0, classes = 0;
+  /// [H, W] of each image when the rows are IDX images (fashion-mnist, idx:): a convolutional
+  /// model sees them as [N, F / (H·W), H, W] (shape_for_model); empty for CSV and synthetic data.
+  std::vector<std::int64_t> image_size;
   bool synthetic = false;
   bool has_validation() const { return val_x.defined(); }
 };

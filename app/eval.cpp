@@ -24,17 +24,18 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
     data_options.val_fraction.reset();
   const DistContext dist = init_distributed(options.dist);
   manual_seed(data_options.seed);
-  const LoadedData data = load_data(data_options);
+  LoadedData data = load_data(data_options);
 
-  const MlpSpec spec = options.model.spec.empty()
-                           ? default_mlp_spec(data.synthetic, data.features, data.classes)
-                           : parse_mlp_spec(options.model.spec);
-  check_mlp_fits(spec, data.features, data.classes, data.train_name);
-  check_mlp_memory(spec, /*copies=*/1,
-                   options.model.spec.empty()
-                       ? default_mlp_note(data.features, data.classes, data.train_name)
-                       : "");
-  auto model = make_mlp(spec, options.model.activation, options.model.dropout);
+  ModelSpec spec;
+  if (options.model.spec.empty())
+    spec.mlp = default_mlp_spec(data.synthetic, data.features, data.classes);
+  else
+    spec = parse_model_spec(options.model.spec);
+  shape_for_model(spec, data);
+  auto model = make_model(spec, options.model, data, /*copies=*/1,
+                          options.model.spec.empty()
+                              ? default_mlp_note(data.features, data.classes, data.train_name)
+                              : "");
   load_weights(*model, options.weights, "--weights");
   model->eval();
 

@@ -23,12 +23,6 @@ std::string fixed(std::optional<double> v, int decimals) {
 
 }  // namespace
 
-std::string device_list(const std::vector<Device>& devices) {
-  std::string s;
-  for (const Device& d : devices) s += (s.empty() ? "" : ",") + d.str();
-  return s;
-}
-
 std::string epoch_line(const EpochStats& s) {
   return "epoch " + std::to_string(s.epoch) + "/" + std::to_string(s.epochs) + " train_loss " +
          fixed(s.train_loss, 4) + " val_loss " + fixed(s.val_loss, 4) + " val_acc " +

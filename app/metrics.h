@@ -38,8 +38,6 @@ std::string summary_line(std::int64_t epochs, std::optional<double> val_loss,
                          const std::vector<Device>& devices, int world_size);
 
 /// "cpu:0,cpu:1".
-std::string device_list(const std::vector<Device>& devices);
-
 /// The --metrics file: one JSON object per epoch (nlohmann-json), keys `epoch`, `train_loss`,
 /// `val_loss`, `val_accuracy` (null without validation), `samples_per_second`, `seconds`,
 /// `devices` (list of device names of this process) and `world_size` (number of processes).

@@ -86,6 +86,11 @@ void check_mlp_memory(const MlpSpec& spec, int copies, const std::string& note) 
     params +=
         static_cast<long double>(spec.sizes[i]) * static_cast<long double>(spec.sizes[i + 1]) +
         static_cast<long double>(spec.sizes[i + 1]);
+  check_model_memory("--model " + spec.str(), params, copies, note);
+}
+
+void check_model_memory(const std::string& what, long double params, int copies,
+                        const std::string& note) {
   const long double need = params * 4.0L * copies;
   const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return;  // unknown: let the allocator decide
@@ -93,7 +98,7 @@ void check_mlp_memory(const MlpSpec& spec, int copies, const std::string& note) 
   if (need <= have) return;
   char count[64];
   std::snprintf(count, sizeof count, params < 1e15L ? "%.0Lf" : "%.3Lg", params);
-  throw ValueError("--model " + spec.str() + ": " + count + " parameters need at least " +
+  throw ValueError(what + ": " + count + " parameters need at least " +
                    human_bytes(need) + " of memory (" + std::to_string(copies) + " float32 cop" +
                    (copies == 1 ? "y" : "ies") + "), more than this machine's " +
                    human_bytes(have) + note);

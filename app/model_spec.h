@@ -1,12 +1,16 @@
-// The `--model mlp:IN,H1,...,OUT` family: parsing the spec, checking it against the data, and
-// building the nn::Sequential it names with PyTorch's layout and parameter names.
+// `--model`: the `mlp:IN,H1,...,OUT` family and layer lists (layer_spec.h): parsing the spec,
+// checking it against the data, and building the nn::Sequential it names with PyTorch's layout
+// and parameter names.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data_source.h"
+#include "layer_spec.h"
 #include "lockstep/nn/sequential.h"
 
 namespace lockstep::app {
@@ -43,8 +47,12 @@ void check_mlp_fits(const MlpSpec& spec, std::int64_t features, std::int64_t cla
 /// overflowing tensor sizes, ending in bad_alloc or being killed by the kernel. `note` (e.g. where
 /// a default width came from) is appended to the message.
 void check_mlp_memory(const MlpSpec& spec, int copies, const std::string& note);
+/// The same check for `params` parameters of the model `what` names ("--model ...").
+void check_model_memory(const std::string& what, long double params, int copies,
+                        const std::string& note);
 
 /// Throws ValueError unless `name` is relu, tanh, sigmoid or gelu.
+
 void check_activation(const std::string& name);
 
 /// nn::Sequential as torch.nn.Sequential builds the same MLP: per hidden layer Linear,
@@ -55,5 +63,36 @@ void check_activation(const std::string& name);
 /// or dropout outside [0, 1).
 std::shared_ptr<nn::Sequential> make_mlp(const MlpSpec& spec, const std::string& activation,
                                          double dropout);
+
+/// A parsed --model: an MLP (`mlp:IN,...,OUT`) or a layer list (layer_spec.h), written on the
+/// command line, read from a model file (`@FILE`: the same grammar, `#` comments) or the
+/// preset `cnn` (the main job's CNN, cnn_layers()).
+struct ModelSpec {
+  std::optional<MlpSpec> mlp;
+  std::vector<LayerSpec> layers;
+  /// Where the layers came from, for messages: "--model" or "--model @FILE".
+  std::string where = "--model";
+  /// mlp:... or the layers as written, one space apart (recorded in checkpoints).
+  std::string str() const;
+  /// Whether the first layer takes images [N, C, H, W] (Conv2d, BatchNorm2d or a 2-d pool).
+  bool takes_images() const;
+};
+
+/// Parses a --model value. Throws ValueError (what parse_mlp_spec and parse_layers throw) and
+/// IoError for an unreadable @FILE.
+ModelSpec parse_model_spec(const std::string& text);
+
+/// Reshapes `data`'s rows to [N, C, H, W] when `spec` takes images (C = features / (H · W) of
+/// the IDX images); ValueError naming the data when they are not images (CSV, synthetic).
+void shape_for_model(const ModelSpec& spec, LoadedData& data);
+
+/// The model `spec` names for `data` (already shaped by shape_for_model), checked first as
+/// check_mlp_fits and check_mlp_memory do (`copies`, `note` as there). A layer list is checked
+/// by one eval-mode forward of a zero sample: ValueError naming the spec and the data when a
+/// layer refuses the data's shape or the output is not [classes]; ValueError when --activation
+/// or --dropout is given with a layer list (they shape MLPs only).
+std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOptions& options,
+                                           const LoadedData& data, int copies,
+                                           const std::string& note);
 
 }  // namespace lockstep::app

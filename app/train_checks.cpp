@@ -47,8 +47,7 @@ void check_cuda_graphs_devices(const TrainOptions& o, const std::vector<Device>&
     throw ValueError(
         "--cuda-graphs is not supported across processes (--backend nccl / mpirun): "
         "DistributedDataParallel's step is not captured; train one process on one GPU");
-  std::string list;
-  for (const Device& d : devices) list += (list.empty() ? "" : ",") + d.str();
+  const std::string list = device_list(devices);
   if (devices.size() == 1 && devices.front().is_cuda()) return;
   std::string why =
       "--cuda-graphs needs training on exactly one GPU (--devices cuda:K); this run "

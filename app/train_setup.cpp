@@ -55,8 +55,7 @@ void Trainer::setup() {
   // --devices gives it several; with --backend nccl it is the rank's GPU, cuda:(local rank).
   if (dist_.device && !o_.devices.empty() &&
       (o_.devices.size() != 1 || o_.devices.front() != *dist_.device)) {
-    std::string list;
-    for (const Device& d : o_.devices) list += (list.empty() ? "" : ",") + d.str();
+    const std::string list = device_list(o_.devices);
     throw ValueError("--devices " + list +
                      " with --backend nccl: each rank trains on one GPU, "
                      "cuda:LOCAL_RANK (this rank: " +
@@ -73,15 +72,15 @@ void Trainer::setup() {
   // this order, as in the reference program.
   manual_seed(o_.data.seed);
   data_ = load_data(o_.data);
-  r_.model = o_.model.spec.empty()
-                 ? default_mlp_spec(data_.synthetic, data_.features, data_.classes)
-                 : parse_mlp_spec(o_.model.spec);
-  check_mlp_fits(r_.model, data_.features, data_.classes, data_.train_name);
-  check_mlp_memory(r_.model, /*copies=*/2,
-                   o_.model.spec.empty()
-                       ? default_mlp_note(data_.features, data_.classes, data_.train_name)
-                       : "");
-  model_ = make_mlp(r_.model, o_.model.activation, o_.model.dropout);
+  if (o_.model.spec.empty())
+    r_.model.mlp = default_mlp_spec(data_.synthetic, data_.features, data_.classes);
+  else
+    r_.model = parse_model_spec(o_.model.spec);
+  shape_for_model(r_.model, data_);
+  model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
+                      o_.model.spec.empty()
+                          ? default_mlp_note(data_.features, data_.classes, data_.train_name)
+                          : "");
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   fingerprint_ = flags_fingerprint(o_, r_);
   if (dist_.world > 1) check_same_setup_on_every_rank();

@@ -38,7 +38,7 @@ inline double seconds_since(Clock::time_point start) {
 struct Resolved {
   double lr = 0.0, weight_decay = 0.0;
   LrSchedule schedule;
-  MlpSpec model;
+  ModelSpec model;
   std::vector<Device> devices;
 };
 

@@ -21,10 +21,20 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
     throw DataError(flag + ": " + e.what());
   }
   StateDict state;
+  const StateDict mine = model.state_dict();
   for (const auto& [name, t] : file.tensors) {
-    if (t.dtype() != DType::Float32)
+    // Each tensor in the model's dtype for that key: float32 parameters and running
+    // statistics, int64 counters (BatchNorm's num_batches_tracked); names the model lacks are
+    // load_state_dict's to report.
+    const Tensor* want = mine.find(name);
+    const DType dtype = want ? want->dtype() : DType::Float32;
+    if (t.dtype() != dtype)
       throw StateDictError(where + "tensor '" + name + "' has dtype " + to_string(t.dtype()) +
-                           ", expected float32");
+                           ", expected " + to_string(dtype));
+    if (dtype != DType::Float32) {
+      state.insert(name, t);
+      continue;
+    }
     // A NaN or Inf parameter would only show up later as a NaN loss (eval would print
     // "loss nan" and succeed): refuse it here, naming the tensor and the element.
     const float* v = t.data_ptr<float>();

@@ -9,6 +9,12 @@ dataset-fashion-mnist, /usr/share/datasets/fashion-mnist) with Adam lr 0.001, ba
 Pixels are scaled to [0, 1] and flattened, as Lockstep's IDX reader does.
 
 Run: /usr/bin/python3 bench/pytorch_fashion.py [--epochs 10] [--threads N] [--seed 0] [--dir D]
+                                                [--model mlp|cnn] [--cosine]
+
+--model cnn trains the main job of issue 17 instead: Conv2d(1,16,3,padding=1) BatchNorm2d(16)
+ReLU MaxPool2d(2) Conv2d(16,32,3,padding=1) BatchNorm2d(32) ReLU MaxPool2d(2) Flatten
+Linear(1568,128) ReLU Linear(128,10) on the images as [N, 1, 28, 28] (`lockstep train --model
+cnn`); --cosine steps CosineAnnealingLR(T_max = epochs) once per epoch (`--lr-schedule cosine`).
 
 --threads sets torch.set_num_threads (default: not called, PyTorch's default). Prints one line
 per epoch in Lockstep's format (`epoch k/E train_loss ... val_loss ... val_acc ... samples/s ...`)
@@ -58,6 +64,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    ap.add_argument("--cosine", action="store_true")
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -67,9 +75,17 @@ def main():
 
     x_train, y_train = load(args.dir, "train")
     x_test, y_test = load(args.dir, "t10k")
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+    if args.model == "cnn":
+        x_train, x_test = x_train.reshape(-1, 1, 28, 28), x_test.reshape(-1, 1, 28, 28)
+        model = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(1568, 128), nn.ReLU(), nn.Linear(128, 10))
+    else:
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.epochs) if args.cosine else None
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_train, y_train),
                                          batch_size=args.batch_size, shuffle=True)
     start = time.perf_counter()
@@ -85,6 +101,8 @@ def main():
             total += loss.item() * len(yb)
             n += len(yb)
         train_s = time.perf_counter() - t0
+        if sched:
+            sched.step()
         model.eval()
         with torch.no_grad():
             out = model(x_test)

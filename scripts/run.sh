@@ -5,8 +5,10 @@
 # (configured with -DLOCKSTEP_CUDA=ON; LOCKSTEP_CUDA=OFF in the environment forces a CPU build),
 # otherwise one CPU device per usable core:
 #
-#   scripts/run.sh                  # lockstep train --data fashion-mnist --model mlp:784,256,10
-#                                   #   --optimizer adam --lr 0.001 --batch-size 64 --epochs 10
+#   scripts/run.sh                  # lockstep train --data fashion-mnist --model cnn
+#                                   #   --optimizer adam --lr 0.001 --lr-schedule cosine
+#                                   #   --batch-size 64 --epochs 10
+#   scripts/run.sh --model mlp:784,256,10 --lr-schedule constant   # the earlier MLP job
 #   scripts/run.sh --epochs 3 --devices cpu:0   # extra flags are appended; a repeated flag
 #                                               # takes the last value (here: 3 epochs, 1 device)
 # Any other job: build/lockstep train --help.
@@ -33,5 +35,8 @@ cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$
 cmake --build "$BUILD_DIR" --target lockstep >&2
 
 # The job's flags first, the caller's after them: a flag given again takes the caller's value.
-exec "$BUILD_DIR/lockstep" train --data fashion-mnist --model mlp:784,256,10 --optimizer adam \
-  --lr 0.001 --batch-size 64 --epochs 10 "$@"
+# The CNN (`--model cnn`, README "Layer lists"): Conv2d(1,16,3,padding=1) BatchNorm2d(16) ReLU
+# MaxPool2d(2) Conv2d(16,32,3,padding=1) BatchNorm2d(32) ReLU MaxPool2d(2) Flatten
+# Linear(1568,128) ReLU Linear(128,10).
+exec "$BUILD_DIR/lockstep" train --data fashion-mnist --model cnn --optimizer adam --lr 0.001 \
+  --lr-schedule cosine --batch-size 64 --epochs 10 "$@"

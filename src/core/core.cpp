@@ -143,4 +143,13 @@ Storage::~Storage() {
     detail::cpu_free(data_, capacity_);
 }
 
+std::string device_list(const std::vector<Device>& devices) {
+  std::string s;
+  for (const Device& d : devices) {
+    if (!s.empty()) s += ",";
+    s += d.str();
+  }
+  return s;
+}
+
 }  // namespace lockstep

@@ -221,10 +221,8 @@ IdxData parse_idx(std::string_view bytes, const std::string& name, int want_dims
   return r;
 }
 
-}  // namespace
-
-Tensor parse_idx_images(std::string_view bytes, const std::string& name) {
-  IdxData d = parse_idx(bytes, name, 3, "images");
+// The pixels of a parsed image file, [N, rows · cols] / 255.
+Tensor images_of(const IdxData& d, std::string_view bytes) {
   const std::int64_t n = d.dims[0], features = d.dims[1] * d.dims[2];
   Tensor out = empty({n, features}, kFloat32);
   float* dst = out.data_ptr<float>();
@@ -233,6 +231,12 @@ Tensor parse_idx_images(std::string_view bytes, const std::string& name) {
   const std::size_t total = payload.size();
   for (std::size_t i = 0; i < total; ++i) dst[i] = static_cast<float>(src[i]) / 255.0f;
   return out;
+}
+
+}  // namespace
+
+Tensor parse_idx_images(std::string_view bytes, const std::string& name) {
+  return images_of(parse_idx(bytes, name, 3, "images"), bytes);
 }
 
 Tensor parse_idx_labels(std::string_view bytes, const std::string& name) {
@@ -254,7 +258,10 @@ Tensor read_idx_labels(const std::string& path) {
 }
 
 LabeledData read_idx(const std::string& images_path, const std::string& labels_path) {
-  LabeledData r{read_idx_images(images_path), read_idx_labels(labels_path)};
+  const std::string bytes = io::read_file(images_path);
+  const IdxData images = parse_idx(bytes, images_path, 3, "images");
+  LabeledData r{images_of(images, bytes), read_idx_labels(labels_path),
+                {images.dims[1], images.dims[2]}};
   const std::int64_t ni = r.features.size(0), nl = r.labels.size(0);
   if (ni != nl)
     throw DataError("read_idx: image/label count mismatch: '" + images_path + "' has " +
@@ -283,10 +290,13 @@ TrainTest load_mnist_dir(const std::string& dir) {
   TrainTest r;
   r.train = read_idx(train_images, train_labels);
   r.test = read_idx(test_images, test_labels);
-  if (r.train.features.size(1) != r.test.features.size(1))
-    throw DataError("load_mnist_dir: training images '" + train_images + "' have " +
-                    std::to_string(r.train.features.size(1)) + " pixels each, test images '" +
-                    test_images + "' have " + std::to_string(r.test.features.size(1)));
+  auto dims = [](const LabeledData& d) {
+    return std::to_string(d.image_size[0]) + "x" + std::to_string(d.image_size[1]);
+  };
+  if (r.train.image_size != r.test.image_size)
+    throw DataError("load_mnist_dir: training images '" + train_images + "' are " +
+                    dims(r.train) + " pixels, test images '" + test_images + "' " +
+                    dims(r.test));
   return r;
 }
 

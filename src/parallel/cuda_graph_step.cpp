@@ -44,12 +44,6 @@ void GraphStepPlanner::reset() {
 
 namespace {
 
-std::string device_list(const std::vector<Device>& devices) {
-  std::string s;
-  for (const Device& d : devices) s += (s.empty() ? "" : ",") + d.str();
-  return s;
-}
-
 }  // namespace
 
 CUDAGraphStep::CUDAGraphStep(DataParallel& dp, std::shared_ptr<optim::Optimizer> optimizer,

@@ -19,15 +19,6 @@ namespace lockstep::parallel {
 
 namespace {
 
-std::string device_list(const std::vector<Device>& devices) {
-  std::string s;
-  for (const Device& d : devices) {
-    if (!s.empty()) s += ",";
-    s += d.str();
-  }
-  return s;
-}
-
 // DistributedDataParallel on CUDA devices: one GPU per process (PyTorch's recommended
 // device_ids=[local_rank]) and an NCCL group on that GPU made through a bootstrap group (the
 // step's CPU exchanges go there; dist/nccl.h). ValueError for several GPUs, DeviceError for any

@@ -11,33 +11,6 @@
 namespace lockstep::e2e {
 namespace {
 
-/// Big-endian 32-bit.
-std::string be32(std::uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-          static_cast<char>(v)};
-}
-
-/// An IDX images file: magic 0x00000803, n x rows x cols unsigned bytes (pixel = (i*7+j) % 256).
-std::string idx_images(std::uint32_t n, std::uint32_t rows, std::uint32_t cols) {
-  std::string s = be32(0x00000803) + be32(n) + be32(rows) + be32(cols);
-  for (std::uint32_t i = 0; i < n; ++i)
-    for (std::uint32_t j = 0; j < rows * cols; ++j) s += static_cast<char>((i * 7 + j * 13) % 256);
-  return s;
-}
-
-/// An IDX labels file: magic 0x00000801 and the labels as unsigned bytes.
-std::string idx_labels(const std::vector<int>& labels) {
-  std::string s = be32(0x00000801) + be32(static_cast<std::uint32_t>(labels.size()));
-  for (int l : labels) s += static_cast<char>(l);
-  return s;
-}
-
-std::vector<int> cyclic_labels(int n, int classes) {
-  std::vector<int> v;
-  for (int i = 0; i < n; ++i) v.push_back(i % classes);
-  return v;
-}
-
 /// gzip -c `path` > `path`.gz (the system's gzip).
 std::string gzip(const std::string& path) {
   RunResult r = run("/bin/gzip", {"-k", "-f", "-n", path});

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -189,6 +190,35 @@ inline void expect_usage_error(const std::vector<std::string>& args,
   EXPECT_EQ(lines[0].rfind("lockstep: error: ", 0), 0u) << lines[0];
   for (const std::string& m : mentions)
     EXPECT_NE(lines[0].find(m), std::string::npos) << "'" << m << "' missing in: " << lines[0];
+}
+
+// ---- IDX fixtures (tiny MNIST-layout files written by the tests) -----------------------
+
+/// Big-endian 32-bit.
+inline std::string be32(std::uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
+}
+
+/// An IDX images file: magic 0x00000803, n x rows x cols unsigned bytes (pixel = (i*7+j) % 256).
+inline std::string idx_images(std::uint32_t n, std::uint32_t rows, std::uint32_t cols) {
+  std::string s = be32(0x00000803) + be32(n) + be32(rows) + be32(cols);
+  for (std::uint32_t i = 0; i < n; ++i)
+    for (std::uint32_t j = 0; j < rows * cols; ++j) s += static_cast<char>((i * 7 + j * 13) % 256);
+  return s;
+}
+
+/// An IDX labels file: magic 0x00000801 and the labels as unsigned bytes.
+inline std::string idx_labels(const std::vector<int>& labels) {
+  std::string s = be32(0x00000801) + be32(static_cast<std::uint32_t>(labels.size()));
+  for (int l : labels) s += static_cast<char>(l);
+  return s;
+}
+
+inline std::vector<int> cyclic_labels(int n, int classes) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(i % classes);
+  return v;
 }
 
 /// `args` followed by `more`.

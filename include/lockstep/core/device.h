@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace lockstep {
@@ -28,6 +29,9 @@ struct Device {
   bool is_cuda() const { return type == DeviceType::CUDA; }
   friend bool operator==(const Device&, const Device&) = default;
 };
+
+/// "cpu:0,cpu:1": the devices' str(), comma-separated (as --devices takes them).
+std::string device_list(const std::vector<Device>& devices);
 
 /// Throws DeviceError unless tensors can be allocated on `d`: CPU always; cuda:k when the build
 /// has the CUDA backend and k < cuda::device_count() (the message names the device, the device

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "lockstep/core/tensor.h"
@@ -19,6 +20,9 @@ namespace lockstep::data {
 struct LabeledData {
   Tensor features;
   Tensor labels;
+  /// [rows, cols] of every image when the rows are IDX images (features = the pixels flattened
+  /// row-major, one channel); empty for other data (CSV).
+  std::vector<std::int64_t> image_size;
 };
 
 /// Reads an IDX image file (magic 0x00000803: unsigned bytes, 3 dims N, rows, cols) into a

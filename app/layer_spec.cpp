@@ -1,0 +1,293 @@
+// `--model` layer lists (see layer_spec.h).
+#include "layer_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+
+#include "lockstep/core/error.h"
+#include "lockstep/nn/activation.h"
+#include "lockstep/nn/batch_norm.h"
+#include "lockstep/nn/conv.h"
+#include "lockstep/nn/dropout.h"
+#include "lockstep/nn/linear.h"
+#include "lockstep/nn/pooling.h"
+
+namespace lockstep::app {
+
+namespace {
+
+const char* const kKnown =
+    "Linear, Conv2d, BatchNorm1d, BatchNorm2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, "
+    "Flatten, Dropout, ReLU, Tanh, Sigmoid, GELU";
+
+std::string trim(const std::string& s) {
+  std::size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+// Splits "a, (1, 2), k=3" at the commas outside parentheses.
+std::vector<std::string> split_args(const std::string& s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char c : s) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!trim(cur).empty() || !out.empty()) out.push_back(trim(cur));
+  return out;
+}
+
+// What one layer's constructor reads: positional arguments in order, then keywords.
+class Args {
+ public:
+  Args(const LayerSpec& l, std::string where, std::vector<std::string> names)
+      : l_(l), where_(std::move(where)), names_(std::move(names)) {
+    if (l_.args.size() > names_.size()) fail("takes at most " + std::to_string(names_.size()) +
+                                               " positional arguments");
+    for (const auto& [k, v] : l_.kwargs) {
+      bool known = false;
+      for (const auto& n : names_) known = known || n == k;
+      if (!known) fail("has no argument '" + k + "'" + list());
+    }
+  }
+  std::optional<std::string> raw(std::size_t i) const {
+    if (i < l_.args.size()) return l_.args[i];
+    for (const auto& [k, v] : l_.kwargs)
+      if (k == names_[i]) return v;
+    return std::nullopt;
+  }
+  std::int64_t integer(std::size_t i, std::optional<std::int64_t> fallback = std::nullopt) const {
+    const auto r = raw(i);
+    if (!r) {
+      if (fallback) return *fallback;
+      fail("needs " + names_[i]);
+    }
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(r->data(), r->data() + r->size(), v);
+    if (r->empty() || ec != std::errc() || p != r->data() + r->size())
+      fail(names_[i] + " must be an integer, got '" + *r + "'");
+    return v;
+  }
+  Size2 pair(std::size_t i, std::optional<Size2> fallback = std::nullopt) const {
+    const auto r = raw(i);
+    if (!r) {
+      if (fallback) return *fallback;
+      fail("needs " + names_[i]);
+    }
+    if (r->front() != '(') {
+      const std::int64_t v = integer(i);
+      return {v, v};
+    }
+    const auto parts = split_args(r->substr(1, r->size() - 2));
+    if (r->back() != ')' || parts.size() != 2) fail(names_[i] + " must be N or (H, W), got '" + *r + "'");
+    Size2 out{};
+    for (int d = 0; d < 2; ++d) {
+      auto [p, ec] = std::from_chars(parts[static_cast<std::size_t>(d)].data(),
+                                     parts[static_cast<std::size_t>(d)].data() +
+                                         parts[static_cast<std::size_t>(d)].size(),
+                                     out[static_cast<std::size_t>(d)]);
+      if (ec != std::errc() || p != parts[static_cast<std::size_t>(d)].data() +
+                                         parts[static_cast<std::size_t>(d)].size())
+        fail(names_[i] + " must be N or (H, W), got '" + *r + "'");
+    }
+    return out;
+  }
+  std::optional<double> number(std::size_t i, std::optional<double> fallback) const {
+    const auto r = raw(i);
+    if (!r) return fallback;
+    if (*r == "None") return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(r->c_str(), &end);
+    if (r->empty() || end != r->c_str() + r->size()) fail(names_[i] + " must be a number, got '" + *r + "'");
+    return v;
+  }
+  bool flag(std::size_t i, bool fallback) const {
+    const auto r = raw(i);
+    if (!r) return fallback;
+    if (*r == "True" || *r == "true") return true;
+    if (*r == "False" || *r == "false") return false;
+    fail(names_[i] + " must be True or False, got '" + *r + "'");
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ValueError(where_ + ": layer " + l_.text + " " + what);
+  }
+
+ private:
+  std::string list() const {
+    std::string s = " (it takes";
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      s += i ? ", " : " ";
+      s += names_[i];
+    }
+    return names_.empty() ? " (it takes no arguments)" : s + ")";
+  }
+  const LayerSpec& l_;
+  std::string where_;
+  std::vector<std::string> names_;
+};
+
+std::shared_ptr<nn::Module> make_layer(const LayerSpec& l, const std::string& where) {
+  using std::make_shared;
+  const std::string& n = l.name;
+  if (n == "ReLU" || n == "Tanh" || n == "Sigmoid" || n == "GELU") {
+    Args a(l, where, {});
+    if (n == "ReLU") return make_shared<nn::ReLU>();
+    if (n == "Tanh") return make_shared<nn::Tanh>();
+    if (n == "Sigmoid") return make_shared<nn::Sigmoid>();
+    return make_shared<nn::GELU>();
+  }
+  if (n == "Linear") {
+    Args a(l, where, {"in_features", "out_features", "bias"});
+    return make_shared<nn::Linear>(a.integer(0), a.integer(1), a.flag(2, true));
+  }
+  if (n == "Conv2d") {
+    Args a(l, where,
+           {"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
+            "groups", "bias"});
+    return make_shared<nn::Conv2d>(a.integer(0), a.integer(1), a.pair(2), a.pair(3, Size2{1, 1}),
+                                   a.pair(4, Size2{0, 0}), a.pair(5, Size2{1, 1}),
+                                   a.integer(6, 1), a.flag(7, true));
+  }
+  if (n == "BatchNorm1d" || n == "BatchNorm2d") {
+    Args a(l, where, {"num_features", "eps", "momentum", "affine", "track_running_stats"});
+    const std::int64_t c = a.integer(0);
+    const double eps = a.number(1, 1e-5).value_or(1e-5);
+    const std::optional<double> momentum = a.number(2, 0.1);
+    const bool affine = a.flag(3, true), track = a.flag(4, true);
+    if (n == "BatchNorm1d") return make_shared<nn::BatchNorm1d>(c, eps, momentum, affine, track);
+    return make_shared<nn::BatchNorm2d>(c, eps, momentum, affine, track);
+  }
+  if (n == "MaxPool2d" || n == "AvgPool2d") {
+    Args a(l, where, {"kernel_size", "stride", "padding"});
+    const Size2 k = a.pair(0);
+    const std::optional<Size2> s = a.raw(1) ? std::optional<Size2>(a.pair(1)) : std::nullopt;
+    if (n == "MaxPool2d") return make_shared<nn::MaxPool2d>(k, s, a.pair(2, Size2{0, 0}));
+    return make_shared<nn::AvgPool2d>(k, s, a.pair(2, Size2{0, 0}));
+  }
+  if (n == "AdaptiveAvgPool2d") {
+    Args a(l, where, {"output_size"});
+    return make_shared<nn::AdaptiveAvgPool2d>(a.pair(0));
+  }
+  if (n == "Flatten") {
+    Args a(l, where, {"start_dim", "end_dim"});
+    return make_shared<nn::Flatten>(static_cast<int>(a.integer(0, 1)),
+                                    static_cast<int>(a.integer(1, -1)));
+  }
+  if (n == "Dropout") {
+    Args a(l, where, {"p"});
+    return make_shared<nn::Dropout>(a.number(0, 0.5).value_or(0.5));
+  }
+  throw ValueError(where + ": unknown layer " + l.text + " (known: " + kKnown + ")");
+}
+
+}  // namespace
+
+std::vector<LayerSpec> parse_layers(const std::string& text, const std::string& where) {
+  std::vector<LayerSpec> out;
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  while (i < n) {
+    const char c = text[i];
+    if (std::isspace(static_cast<unsigned char>(c)) || c == ',') {
+      ++i;
+      continue;
+    }
+    if (c == '#') {
+      while (i < n && text[i] != '\n') ++i;
+      continue;
+    }
+    LayerSpec l;
+    const std::size_t start = i;
+    while (i < n && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+    l.name = text.substr(start, i - start);
+    if (l.name.empty())
+      throw ValueError(where + ": expected a layer name at '" + text.substr(start, 20) +
+                       "' (known: " + kKnown + ")");
+    if (i < n && text[i] == '(') {
+      int depth = 0;
+      const std::size_t open = i;
+      for (; i < n; ++i) {
+        if (text[i] == '(') ++depth;
+        if (text[i] == ')' && --depth == 0) break;
+      }
+      if (i == n) throw ValueError(where + ": layer " + text.substr(start) + " has an unclosed '('");
+      for (const std::string& a : split_args(text.substr(open + 1, i - open - 1))) {
+        const std::size_t eq = a.find('=');
+        if (eq == std::string::npos) {
+          if (!l.kwargs.empty())
+            throw ValueError(where + ": layer " + text.substr(start, i + 1 - start) +
+                             ": a positional argument after a keyword");
+          l.args.push_back(a);
+        } else {
+          l.kwargs.emplace_back(trim(a.substr(0, eq)), trim(a.substr(eq + 1)));
+        }
+      }
+      ++i;
+    }
+    l.text = "#";
+    l.text += std::to_string(out.size());
+    l.text += ' ';
+    l.text += text.substr(start, i - start);
+    out.push_back(std::move(l));
+  }
+  if (out.empty()) throw ValueError(where + ": no layers (known: " + std::string(kKnown) + ")");
+  return out;
+}
+
+std::shared_ptr<nn::Sequential> make_layers(const std::vector<LayerSpec>& layers,
+                                            const std::string& where) {
+  auto model = std::make_shared<nn::Sequential>();
+  for (const LayerSpec& l : layers) {
+    try {
+      model->push_back(make_layer(l, where));
+    } catch (const ValueError& e) {
+      const std::string msg = e.what();
+      if (msg.rfind(where, 0) == 0) throw;
+      throw ValueError(where + ": layer " + l.text + ": " + msg);
+    }
+  }
+  return model;
+}
+
+long double parameter_count(const std::vector<LayerSpec>& layers, const std::string& where) {
+  long double total = 0.0L;
+  for (const LayerSpec& l : layers) {
+    auto ld = [](std::int64_t v) { return static_cast<long double>(v); };
+    if (l.name == "Linear") {
+      Args a(l, where, {"in_features", "out_features", "bias"});
+      total += ld(a.integer(0)) * ld(a.integer(1)) + (a.flag(2, true) ? ld(a.integer(1)) : 0);
+    } else if (l.name == "Conv2d") {
+      Args a(l, where,
+             {"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
+              "groups", "bias"});
+      const Size2 k = a.pair(2);
+      const std::int64_t groups = std::max<std::int64_t>(a.integer(6, 1), 1);
+      total += ld(a.integer(1)) * ld(a.integer(0) / groups) * ld(k[0]) * ld(k[1]) +
+               (a.flag(7, true) ? ld(a.integer(1)) : 0);
+    } else if (l.name == "BatchNorm1d" || l.name == "BatchNorm2d") {
+      Args a(l, where, {"num_features", "eps", "momentum", "affine", "track_running_stats"});
+      total += 4 * ld(a.integer(0));  // weight, bias, running_mean, running_var
+    }
+  }
+  return total;
+}
+
+std::string cnn_layers() {
+  return "Conv2d(1,16,3,padding=1) BatchNorm2d(16) ReLU MaxPool2d(2) "
+         "Conv2d(16,32,3,padding=1) BatchNorm2d(32) ReLU MaxPool2d(2) Flatten "
+         "Linear(1568,128) ReLU Linear(128,10)";
+}
+
+}  // namespace lockstep::app

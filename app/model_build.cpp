@@ -1,0 +1,127 @@
+// ModelSpec (model_spec.h): --model as an MLP or a layer list, the data shaped for it, and the
+// model built and checked against the data.
+#include <fstream>
+#include <sstream>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/core/error.h"
+#include "lockstep/ops/ops.h"
+#include "model_spec.h"
+
+namespace lockstep::app {
+
+namespace {
+
+const char* const kImageLayers[] = {"Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d",
+                                    "AdaptiveAvgPool2d"};
+
+std::string shape_str(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+std::string ModelSpec::str() const {
+  if (mlp) return mlp->str();
+  std::string s;
+  for (const LayerSpec& l : layers) {
+    if (!s.empty()) s += ' ';
+    s += l.text.substr(l.text.find(' ') + 1);  // without the "#i " prefix
+  }
+  return s;
+}
+
+bool ModelSpec::takes_images() const {
+  if (mlp || layers.empty()) return false;
+  for (const char* name : kImageLayers)
+    if (layers.front().name == name) return true;
+  return false;
+}
+
+ModelSpec parse_model_spec(const std::string& text) {
+  ModelSpec spec;
+  if (text.rfind("mlp:", 0) == 0) {
+    spec.mlp = parse_mlp_spec(text);
+    return spec;
+  }
+  std::string layers = text;
+  if (text == "cnn") {
+    layers = cnn_layers();
+  } else if (!text.empty() && text.front() == '@') {
+    const std::string path = text.substr(1);
+    std::ifstream in(path);
+    if (!in) throw IoError("--model " + text + ": cannot read the model file '" + path + "'");
+    std::ostringstream all;
+    all << in.rdbuf();
+    layers = all.str();
+    spec.where = "--model " + text;
+  }
+  spec.layers = parse_layers(layers, spec.where);
+  return spec;
+}
+
+void shape_for_model(const ModelSpec& spec, LoadedData& data) {
+  if (!spec.takes_images()) return;
+  if (data.image_size.size() != 2)
+    throw ValueError(spec.where + ": the first layer (" + spec.layers.front().text +
+                     ") takes images [N, C, H, W], but " + data.train_name +
+                     " holds rows of features, not images (use image data: fashion-mnist or "
+                     "idx:)");
+  const std::int64_t h = data.image_size[0], w = data.image_size[1];
+  const std::int64_t c = data.features / (h * w);
+  data.train_x = reshape(data.train_x, {data.train_x.size(0), c, h, w});
+  if (data.has_validation()) data.val_x = reshape(data.val_x, {data.val_x.size(0), c, h, w});
+}
+
+std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOptions& options,
+                                           const LoadedData& data, int copies,
+                                           const std::string& note) {
+  if (spec.mlp) {
+    check_mlp_fits(*spec.mlp, data.features, data.classes, data.train_name);
+    check_mlp_memory(*spec.mlp, copies, note);
+    return make_mlp(*spec.mlp, options.activation, options.dropout);
+  }
+  if (options.activation != "relu" || options.dropout != 0.0)
+    throw ValueError("--activation and --dropout shape mlp: models only; write the layers "
+                     "(ReLU, Tanh, Dropout(p), ...) into " + spec.where);
+  check_model_memory(spec.where + " (" + std::to_string(spec.layers.size()) + " layers)",
+                     parameter_count(spec.layers, spec.where), copies, note);
+  auto model = make_layers(spec.layers, spec.where);
+  // One sample of the data's shape, forward in eval mode: a layer that does not fit the data
+  // says so here, naming itself, instead of at the first batch.
+  std::vector<std::int64_t> sample = {1};
+  for (int d = 1; d < data.train_x.dim(); ++d) sample.push_back(data.train_x.size(d));
+  Tensor out = zeros(Shape(sample));
+  {
+    NoGradGuard no_grad;
+    model->eval();
+    const auto layers = model->children();
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      try {
+        out = layers[i]->forward(out);
+      } catch (const Error& e) {
+        model->train();
+        throw ValueError(spec.where + ": layer " + spec.layers[i].text + " does not fit " +
+                         (i == 0 ? "the samples " : "its input, from the samples ") +
+                         shape_str({sample.begin() + 1, sample.end()}) + " of " +
+                         data.train_name + ": " + e.what());
+      }
+    }
+    model->train();
+  }
+  if (out.dim() != 2 || out.size(1) != data.classes) {
+    std::vector<std::int64_t> per_sample = out.shape().vec();
+    per_sample.erase(per_sample.begin());
+    throw ValueError(spec.where + ": the last layer gives " + shape_str(per_sample) +
+                     " per sample, but " + data.train_name + " has " +
+                     std::to_string(data.classes) + " classes (max label + 1)");
+  }
+  return model;
+}
+
+}  // namespace lockstep::app

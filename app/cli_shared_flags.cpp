@@ -68,7 +68,19 @@ void add_model_flags(CLI::App& app, ModelOptions& m) {
                  "MaxPool2d(2) Flatten Linear(3136,10)\" (the README's grammar); @FILE reads "
                  "them from a file; cnn is the main job's CNN for 28x28 images" +
                      dflt("mlp:IN,5,C for synthetic data, mlp:IN,256,C otherwise"))
-      ->check(parser_check([](const std::string& t) { parse_model_spec(t); }, "MODEL"));
+      ->check(parser_check(
+          [](const std::string& t) {
+            try {
+              parse_model_spec(t);
+            } catch (const Error& e) {
+              // CLI11 puts "--model: " in front already: the spec's own prefix goes.
+              std::string m = e.what();
+              if (m.rfind("--model: ", 0) == 0) m.erase(0, 9);
+              if (m.rfind("--model ", 0) == 0) m.erase(0, 8);
+              throw ValueError(m);
+            }
+          },
+          "MODEL"));
   app.add_option("--activation", m.activation,
                  "Activation after each hidden Linear: relu, tanh, sigmoid or gelu" + dflt("relu"))
       ->check(one_of({"relu", "tanh", "sigmoid", "gelu"}));

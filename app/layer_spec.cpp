@@ -30,14 +30,15 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a);
 }
 
-// Splits "a, (1, 2), k=3" at the commas outside parentheses.
+// Splits "a, (1, 2), k=3" at the commas outside parentheses and brackets; a trailing comma is
+// allowed (Python's `f(a, b,)`), an empty argument elsewhere is kept (and refused later).
 std::vector<std::string> split_args(const std::string& s) {
   std::vector<std::string> out;
   int depth = 0;
   std::string cur;
   for (char c : s) {
-    if (c == '(') ++depth;
-    if (c == ')') --depth;
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
     if (c == ',' && depth == 0) {
       out.push_back(trim(cur));
       cur.clear();
@@ -45,7 +46,21 @@ std::vector<std::string> split_args(const std::string& s) {
       cur += c;
     }
   }
-  if (!trim(cur).empty() || !out.empty()) out.push_back(trim(cur));
+  if (!trim(cur).empty()) out.push_back(trim(cur));
+  return out;
+}
+
+// `text` without `#` comments (to the end of each line) and without a leading UTF-8 BOM.
+std::string without_comments(const std::string& text) {
+  std::string out;
+  std::size_t i = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+      if (i == text.size()) break;
+    }
+    out += text[i];
+  }
   return out;
 }
 
@@ -56,10 +71,17 @@ class Args {
       : l_(l), where_(std::move(where)), names_(std::move(names)) {
     if (l_.args.size() > names_.size()) fail("takes at most " + std::to_string(names_.size()) +
                                                " positional arguments");
-    for (const auto& [k, v] : l_.kwargs) {
+    for (std::size_t a = 0; a < l_.args.size(); ++a)
+      if (l_.args[a].empty()) fail("has an empty argument (two commas in a row?)");
+    for (std::size_t a = 0; a < l_.kwargs.size(); ++a) {
+      const std::string& k = l_.kwargs[a].first;
       bool known = false;
       for (const auto& n : names_) known = known || n == k;
       if (!known) fail("has no argument '" + k + "'" + list());
+      for (std::size_t b = 0; b < a; ++b)
+        if (l_.kwargs[b].first == k) fail("repeats the keyword argument '" + k + "'");
+      for (std::size_t p = 0; p < l_.args.size() && p < names_.size(); ++p)
+        if (names_[p] == k) fail("gives '" + k + "' both by position and by keyword");
     }
   }
   std::optional<std::string> raw(std::size_t i) const {
@@ -86,12 +108,14 @@ class Args {
       if (fallback) return *fallback;
       fail("needs " + names_[i]);
     }
-    if (r->front() != '(') {
+    if (r->front() != '(' && r->front() != '[') {
       const std::int64_t v = integer(i);
       return {v, v};
     }
     const auto parts = split_args(r->substr(1, r->size() - 2));
-    if (r->back() != ')' || parts.size() != 2) fail(names_[i] + " must be N or (H, W), got '" + *r + "'");
+    const char close = r->front() == '(' ? ')' : ']';
+    if (r->back() != close || parts.size() != 2)
+      fail(names_[i] + " must be N, (H, W) or [H, W], got '" + *r + "'");
     Size2 out{};
     for (int d = 0; d < 2; ++d) {
       auto [p, ec] = std::from_chars(parts[static_cast<std::size_t>(d)].data(),
@@ -194,7 +218,35 @@ std::shared_ptr<nn::Module> make_layer(const LayerSpec& l, const std::string& wh
 
 }  // namespace
 
-std::vector<LayerSpec> parse_layers(const std::string& text, const std::string& where) {
+std::string LayerSpec::canonical() const {
+  // Without spaces; a pair as (h,w), and as one number when h == w (as PyTorch reads them).
+  auto squeeze = [](const std::string& v) {
+    std::string out;
+    for (char c : v)
+      if (!std::isspace(static_cast<unsigned char>(c))) out += c;
+    if (out.size() > 2 && (out.front() == '(' || out.front() == '[')) {
+      const auto parts = split_args(out.substr(1, out.size() - 2));
+      if (parts.size() == 2) return parts[0] == parts[1] ? parts[0] : "(" + parts[0] + "," + parts[1] + ")";
+    }
+    return out;
+  };
+  std::string out = name;
+  if (args.empty() && kwargs.empty()) return out;
+  out += '(';
+  bool first = true;
+  auto put = [&](const std::string& piece) {
+    if (!first) out += ',';
+    out += piece;
+    first = false;
+  };
+  for (const std::string& a : args) put(squeeze(a));
+  for (const auto& [k, v] : kwargs) put(k + "=" + squeeze(v));
+  out += ')';
+  return out;
+}
+
+std::vector<LayerSpec> parse_layers(const std::string& source, const std::string& where) {
+  const std::string text = without_comments(source);
   std::vector<LayerSpec> out;
   std::size_t i = 0;
   const std::size_t n = text.size();
@@ -202,10 +254,6 @@ std::vector<LayerSpec> parse_layers(const std::string& text, const std::string& 
     const char c = text[i];
     if (std::isspace(static_cast<unsigned char>(c)) || c == ',') {
       ++i;
-      continue;
-    }
-    if (c == '#') {
-      while (i < n && text[i] != '\n') ++i;
       continue;
     }
     LayerSpec l;

@@ -4,7 +4,8 @@
 //
 // Grammar (whitespace, newlines and `#` comments to the end of a line separate layers; names are
 // PyTorch's class names, case-sensitive; arguments as in PyTorch's constructors, positional then
-// keyword; a pair is `(h, w)` or one integer for both):
+// keyword, each once, a trailing comma allowed; a pair is `(h, w)`, `[h, w]` or one integer for
+// both):
 //   Linear(in, out[, bias=false])
 //   Conv2d(in, out, kernel[, stride[, padding[, dilation[, groups[, bias]]]]]) (or keywords)
 //   BatchNorm1d(C[, eps=1e-5][, momentum=0.1|None]) BatchNorm2d(C[, ...])
@@ -27,7 +28,10 @@ struct LayerSpec {
   std::string name;
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> kwargs;
-  std::string text;  // as written, for messages
+  std::string text;  // "#i " and the layer as written, for messages
+  /// The layer without spaces, "()" or comments: "Conv2d(1,4,3,padding=(1,1))" (what a
+  /// checkpoint records, so the same model written differently resumes).
+  std::string canonical() const;
 };
 
 /// Parses the layer list `text`; `where` names its source in messages ("--model",

@@ -1,6 +1,8 @@
 // ModelSpec (model_spec.h): --model as an MLP or a layer list, the data shaped for it, and the
 // model built and checked against the data.
+#include <filesystem>
 #include <fstream>
+#include <new>
 #include <sstream>
 
 #include "lockstep/autograd/grad_mode.h"
@@ -24,6 +26,12 @@ std::string shape_str(const std::vector<std::int64_t>& dims) {
   return s + "]";
 }
 
+std::string trim_spaces(const std::string& s) {
+  const std::size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
 }  // namespace
 
 std::string ModelSpec::str() const {
@@ -31,7 +39,7 @@ std::string ModelSpec::str() const {
   std::string s;
   for (const LayerSpec& l : layers) {
     if (!s.empty()) s += ' ';
-    s += l.text.substr(l.text.find(' ') + 1);  // without the "#i " prefix
+    s += l.canonical();
   }
   return s;
 }
@@ -50,10 +58,13 @@ ModelSpec parse_model_spec(const std::string& text) {
     return spec;
   }
   std::string layers = text;
-  if (text == "cnn") {
+  if (trim_spaces(text) == "cnn") {
     layers = cnn_layers();
   } else if (!text.empty() && text.front() == '@') {
     const std::string path = text.substr(1);
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw IoError("--model " + text + ": '" + path + "' is a directory, not a model file");
     std::ifstream in(path);
     if (!in) throw IoError("--model " + text + ": cannot read the model file '" + path + "'");
     std::ostringstream all;
@@ -94,7 +105,9 @@ std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOpt
   auto model = make_layers(spec.layers, spec.where);
   // One sample of the data's shape, forward in eval mode: a layer that does not fit the data
   // says so here, naming itself, instead of at the first batch.
-  std::vector<std::int64_t> sample = {1};
+  // Two samples: a layer normalizing with batch statistics (BatchNorm without running
+  // statistics) needs more than one value per channel even in eval mode.
+  std::vector<std::int64_t> sample = {2};
   for (int d = 1; d < data.train_x.dim(); ++d) sample.push_back(data.train_x.size(d));
   Tensor out = zeros(Shape(sample));
   {
@@ -102,14 +115,18 @@ std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOpt
     model->eval();
     const auto layers = model->children();
     for (std::size_t i = 0; i < layers.size(); ++i) {
+      const std::string at = spec.where + ": layer " + spec.layers[i].text;
+      const std::string from = std::string(i == 0 ? "the samples " : "its input, from the samples ") +
+                               shape_str({sample.begin() + 1, sample.end()}) + " of " +
+                               data.train_name;
       try {
         out = layers[i]->forward(out);
       } catch (const Error& e) {
         model->train();
-        throw ValueError(spec.where + ": layer " + spec.layers[i].text + " does not fit " +
-                         (i == 0 ? "the samples " : "its input, from the samples ") +
-                         shape_str({sample.begin() + 1, sample.end()}) + " of " +
-                         data.train_name + ": " + e.what());
+        throw ValueError(at + " does not fit " + from + ": " + e.what());
+      } catch (const std::bad_alloc&) {
+        model->train();
+        throw ValueError(at + ": its output for " + from + " does not fit in memory");
       }
     }
     model->train();

@@ -27,7 +27,11 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
     // statistics, int64 counters (BatchNorm's num_batches_tracked); names the model lacks are
     // load_state_dict's to report.
     const Tensor* want = mine.find(name);
-    const DType dtype = want ? want->dtype() : DType::Float32;
+    if (!want) {  // load_state_dict names every unexpected key
+      state.insert(name, t);
+      continue;
+    }
+    const DType dtype = want->dtype();
     if (t.dtype() != dtype)
       throw StateDictError(where + "tensor '" + name + "' has dtype " + to_string(t.dtype()) +
                            ", expected " + to_string(dtype));

@@ -11,8 +11,15 @@
 namespace lockstep {
 
 Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
-  for (auto d : shape)
+  // The byte count in 64 bits: a shape whose element or byte count overflows is refused
+  // (PyTorch: "numel: integer multiplication overflow") instead of allocating a wrapped size.
+  std::int64_t bytes = static_cast<std::int64_t>(element_size(opts.dtype_));
+  for (auto d : shape) {
     if (d < 0) throw ValueError("negative dimension in shape " + shape.str());
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      throw ValueError("shape " + shape.str() + " has more elements than a tensor can hold " +
+                       "(its size in bytes overflows 64 bits)");
+  }
   auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>());
   impl->storage = std::allocate_shared<Storage>(
       detail::PoolAllocator<Storage>(),

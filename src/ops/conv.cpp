@@ -18,10 +18,6 @@ using kernels::Conv2dGeom;
 
 namespace {
 
-std::string pair_str(Size2 v) {
-  return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
-}
-
 // The geometry of a call, after every check of the header's docstring.
 Conv2dGeom check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride,
                         Size2 padding, Size2 dilation, std::int64_t groups) {
@@ -37,11 +33,18 @@ Conv2dGeom check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                      weight.shape().str());
   for (int i = 0; i < 2; ++i) {
     if (stride[i] < 1)
-      throw ValueError("conv2d: stride must be at least 1, got " + pair_str(stride));
+      throw ValueError("conv2d: stride must be at least 1, got " + to_string(stride));
     if (dilation[i] < 1)
-      throw ValueError("conv2d: dilation must be at least 1, got " + pair_str(dilation));
+      throw ValueError("conv2d: dilation must be at least 1, got " + to_string(dilation));
     if (padding[i] < 0)
-      throw ValueError("conv2d: padding must be non-negative, got " + pair_str(padding));
+      throw ValueError("conv2d: padding must be non-negative, got " + to_string(padding));
+    // Bounds that keep the padded and dilated sizes far from overflowing int64 (and within
+    // cuDNN's int).
+    constexpr std::int64_t kMax = 2147483647;
+    if (stride[i] > kMax || dilation[i] > kMax || padding[i] > kMax)
+      throw ValueError("conv2d: stride " + to_string(stride) + ", padding " + to_string(padding) +
+                       " and dilation " + to_string(dilation) + " must each be at most " +
+                       std::to_string(kMax));
   }
   if (groups < 1)
     throw ValueError("conv2d: groups must be at least 1, got " + std::to_string(groups));
@@ -75,9 +78,9 @@ Conv2dGeom check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   if (ext_h > in_h || ext_w > in_w)
     throw ShapeError("conv2d: kernel " + std::to_string(g.kh) + "x" + std::to_string(g.kw) +
                      " (dilated to " + std::to_string(ext_h) + "x" + std::to_string(ext_w) +
-                     " by dilation " + pair_str(dilation) + ") is larger than the padded input " +
+                     " by dilation " + to_string(dilation) + ") is larger than the padded input " +
                      std::to_string(in_h) + "x" + std::to_string(in_w) + " (input " +
-                     x.shape().str() + ", padding " + pair_str(padding) + ", weight " +
+                     x.shape().str() + ", padding " + to_string(padding) + ", weight " +
                      weight.shape().str() + ")");
   g.out_h = (in_h - ext_h) / stride[0] + 1;
   g.out_w = (in_w - ext_w) / stride[1] + 1;

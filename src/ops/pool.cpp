@@ -19,10 +19,6 @@ using kernels::PoolGeom;
 
 namespace {
 
-std::string pair_str(Size2 s) {
-  return "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]";
-}
-
 // The input seen as planes: x [N, C, H, W] or [C, H, W]. ShapeError for another rank or an empty
 // non-batch dimension (PyTorch: "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch
 // size for input").
@@ -52,14 +48,14 @@ PoolGeom window_geom(const char* op, const Tensor& x, Size2 k, std::optional<Siz
   PoolGeom g = planes_of(op, x);
   const Size2 s = stride.value_or(k);
   if (k[0] < 1 || k[1] < 1)
-    throw ValueError(std::string(op) + ": kernel size must be at least 1, got " + pair_str(k));
+    throw ValueError(std::string(op) + ": kernel size must be at least 1, got " + to_string(k));
   if (s[0] < 1 || s[1] < 1)
-    throw ValueError(std::string(op) + ": stride must be at least 1, got " + pair_str(s));
+    throw ValueError(std::string(op) + ": stride must be at least 1, got " + to_string(s));
   if (p[0] < 0 || p[1] < 0)
-    throw ValueError(std::string(op) + ": padding must be non-negative, got " + pair_str(p));
+    throw ValueError(std::string(op) + ": padding must be non-negative, got " + to_string(p));
   if (p[0] > k[0] / 2 || p[1] > k[1] / 2)
-    throw ValueError(std::string(op) + ": padding " + pair_str(p) +
-                     " must be at most half the kernel " + pair_str(k) +
+    throw ValueError(std::string(op) + ": padding " + to_string(p) +
+                     " must be at most half the kernel " + to_string(k) +
                      " (PyTorch: pad should be at most half of kernel size)");
   auto out = [](std::int64_t in, std::int64_t kk, std::int64_t ss, std::int64_t pp) {
     const std::int64_t span = in + 2 * pp - kk;
@@ -69,7 +65,7 @@ PoolGeom window_geom(const char* op, const Tensor& x, Size2 k, std::optional<Siz
   g.out_w = out(g.in_w, k[1], s[1], p[1]);
   if (g.out_h < 1 || g.out_w < 1)
     throw ShapeError(std::string(op) + ": input " + x.shape().str() + " is too small for kernel " +
-                     pair_str(k) + " with padding " + pair_str(p) +
+                     to_string(k) + " with padding " + to_string(p) +
                      " (the output would be empty); use a smaller kernel or more padding");
   g.k_h = k[0], g.k_w = k[1], g.s_h = s[0], g.s_w = s[1], g.p_h = p[0], g.p_w = p[1];
   return g;
@@ -149,7 +145,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size) {
   PoolGeom g = planes_of("adaptive_avg_pool2d", x);
   if (output_size[0] < 1 || output_size[1] < 1)
     throw ValueError("adaptive_avg_pool2d: output size must be at least [1, 1], got " +
-                     pair_str(output_size) + " for input " + x.shape().str());
+                     to_string(output_size) + " for input " + x.shape().str());
   g.out_h = output_size[0];
   g.out_w = output_size[1];
   Tensor out = empty(out_shape(x, g), x.options());

@@ -67,6 +67,22 @@ TEST(CliCnn, AModelFileAndThePresetReadTheSameGrammar) {
                {"--model", "Linear(1568,128)", "[1, 8, 8]"});
 }
 
+TEST(CliCnn, ResumeAcceptsTheSameModelWrittenDifferently) {
+  // A checkpoint records the layers without spaces, "()" and comments, and Python's trailing
+  // comma and [h, w] pairs read as PyTorch reads them.
+  TempDir dir;
+  const std::string data = image_dir(dir);
+  const std::vector<std::string> common = {"train", "--data", data, "--devices", "cpu:0",
+                                           "--checkpoint-dir", dir / "ck"};
+  ASSERT_EQ(lockstep(common + std::vector<std::string>{"--model", kSmallCnn, "--epochs", "1"}).status, 0);
+  RunResult r = lockstep(common + std::vector<std::string>{
+      "--model",
+      "Conv2d(1, 4, 3, padding=[1, 1],)  BatchNorm2d(4)  ReLU()  # the same model\n"
+      "MaxPool2d(2) Flatten() Linear(64, 10)",
+      "--epochs", "2", "--resume"});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 TEST(CliCnn, BadModelsExitTwoNamingTheLayer) {
   TempDir dir;
   const std::string data = image_dir(dir);
@@ -80,13 +96,19 @@ TEST(CliCnn, BadModelsExitTwoNamingTheLayer) {
     EXPECT_FALSE(fs::exists(dir / "w.safetensors"));
   };
   bad("Conv3d(1,4,3) Flatten Linear(64,10)", {"unknown layer", "Conv3d", "Conv2d"});
-  bad("Conv2d(1,4,9) Flatten Linear(64,10)", {"Conv2d(1,4,9)", "[1, 1, 8, 8]"});
-  bad("Conv2d(3,4,3) Flatten Linear(64,10)", {"Conv2d(3,4,3)", "[1, 1, 8, 8]"});
+  bad("Conv2d(1,4,9) Flatten Linear(64,10)", {"Conv2d(1,4,9)", "[1, 8, 8]"});
+  bad("Conv2d(3,4,3) Flatten Linear(64,10)", {"Conv2d(3,4,3)", "[1, 8, 8]"});
   bad("Conv2d(1,4,3,padding=1) Flatten Linear(256,7)", {"7", "10 classes"});
   bad("Conv2d(1,4,3,padding=1 Flatten", {"unclosed"});
   bad("Conv2d(1,4,3,pading=1) Flatten Linear(256,10)", {"Conv2d", "pading"});
   bad(kSmallCnn, {"--activation", "mlp:"}, {"--activation", "tanh"});
   bad("@" + (dir / "missing.txt"), {"missing.txt"});
+  bad("@" + dir.path().string(), {"is a directory"});
+  bad("Conv2d(1,4,3,padding=1,padding=1) Flatten Linear(256,10)", {"repeats", "padding"});
+  bad("Conv2d(1,4,3,padding=9223372036854775807) Flatten Linear(64,10)",
+      {"Conv2d(1,4,3,padding=9223372036854775807)", "at most 2147483647"});
+  bad("AdaptiveAvgPool2d(4294967296) Flatten Linear(1,10)",
+      {"AdaptiveAvgPool2d(4294967296)", "more elements than a tensor can hold"});
   // One value per channel in training (batch 1 into a BatchNorm1d of [N, C]): the first step
   // fails, and nothing is written.
   bad("Flatten Linear(64,4) BatchNorm1d(4) ReLU Linear(4,10)",

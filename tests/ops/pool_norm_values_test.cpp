@@ -165,15 +165,15 @@ TEST(PoolErrors, TypedAndNamingTheShapes) {
       [&] {
         max_pool2d(zeros({1, 1, 2, 2}), {3, 3});
       },
-      {"[1, 1, 2, 2]", "kernel [3, 3]"});
-  expect_error<ValueError>([&] { max_pool2d(x, {0, 2}); }, {"kernel", "[0, 2]"});
-  expect_error<ValueError>([&] { avg_pool2d(x, {2, 2}, Size2{2, 0}); }, {"stride", "[2, 0]"});
+      {"[1, 1, 2, 2]", "kernel (3, 3)"});
+  expect_error<ValueError>([&] { max_pool2d(x, {0, 2}); }, {"kernel", "(0, 2)"});
+  expect_error<ValueError>([&] { avg_pool2d(x, {2, 2}, Size2{2, 0}); }, {"stride", "(2, 0)"});
   expect_error<ValueError>(
       [&] {
         max_pool2d(x, {3, 3}, std::nullopt, {2, 1});
       },
-      {"padding [2, 1]", "half the kernel [3, 3]"});
-  expect_error<ValueError>([&] { avg_pool2d(x, {2, 2}, std::nullopt, {-1, 0}); }, {"[-1, 0]"});
+      {"padding (2, 1)", "half the kernel (3, 3)"});
+  expect_error<ValueError>([&] { avg_pool2d(x, {2, 2}, std::nullopt, {-1, 0}); }, {"(-1, 0)"});
   expect_error<DTypeError>([&] { max_pool2d(zeros({1, 1, 4, 4}, kInt64), {2, 2}); }, {"int64"});
   expect_error<ShapeError>(
       [&] {
@@ -185,7 +185,7 @@ TEST(PoolErrors, TypedAndNamingTheShapes) {
         adaptive_avg_pool2d(zeros({1, 1, 0, 3}), {1, 1});
       },
       {"[1, 1, 0, 3]"});
-  expect_error<ValueError>([&] { adaptive_avg_pool2d(x, {0, 2}); }, {"[0, 2]", "[1, 2, 4, 4]"});
+  expect_error<ValueError>([&] { adaptive_avg_pool2d(x, {0, 2}); }, {"(0, 2)", "[1, 2, 4, 4]"});
 }
 
 TEST(BatchNormErrors, TypedNamingTheShapesAndRunningStatisticsUntouched) {

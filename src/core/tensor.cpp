@@ -14,8 +14,13 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
   // The byte count in 64 bits: a shape whose element or byte count overflows is refused
   // (PyTorch: "numel: integer multiplication overflow") instead of allocating a wrapped size.
   std::int64_t bytes = static_cast<std::int64_t>(element_size(opts.dtype_));
+  bool empty_shape = false;
   for (auto d : shape) {
     if (d < 0) throw ValueError("negative dimension in shape " + shape.str());
+    empty_shape = empty_shape || d == 0;
+  }
+  for (auto d : shape) {
+    if (empty_shape) break;  // no elements, however large the other dimensions
     if (__builtin_mul_overflow(bytes, d, &bytes))
       throw ValueError("shape " + shape.str() + " has more elements than a tensor can hold " +
                        "(its size in bytes overflows 64 bits)");

@@ -82,6 +82,20 @@ TEST(TensorFactories, RandomFactoriesHaveTheRightDistribution) {
   EXPECT_NE(p, iota);  // shuffled (the chance of the identity is 1/50!)
 }
 
+TEST(TensorFactories, ShapesTooLargeToHoldAreRefused) {
+  // 2^32 · 2^32 float32 elements: the byte count overflows 64 bits, which once wrapped to a
+  // tiny allocation that kernels then wrote past.
+  const std::int64_t big = std::int64_t{1} << 32;
+  try {
+    (void)empty({big, big});
+    ADD_FAILURE() << "no exception";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("[4294967296, 4294967296]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)zeros({big, big / 2, 4}), ValueError);  // exactly 2^65 bytes
+  EXPECT_EQ(empty({big, big, 0}).numel(), 0);  // a zero dimension holds nothing
+}
+
 TEST(TensorFactories, FromVector) {
   Tensor t = F({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(t.shape(), (Shape{2, 3}));

@@ -1,10 +1,12 @@
 // Fast CPU kernels of the pools and batch norm: the shared bodies of src/ops/pool_norm_bodies.h
 // (the CUDA kernels' own expressions), with the backward in gather form (each input element
-// sums the outputs that reach it, so planes are independent and no write is shared), split over
+// sums the outputs that reach it, so planes are independent and no write is shared; max
+// pooling's backward scatters through the saved indices instead, the same sums), split over
 // N·C planes (pools) or channels (batch norm) on the calling thread's intra-op team
 // (lockstep/core/parallel.h) when there is enough work to pay for the hand-off. The split does
 // not change any sum's order: results are the same for every thread count.
 #include <algorithm>
+#include <limits>
 
 #include "lockstep/core/parallel.h"
 #include "ops/pool_norm_kernels.h"
@@ -55,20 +57,66 @@ void each_input(const PoolGeom& g, std::int64_t work, const F& one) {
 
 }  // namespace
 
+namespace {
+
+// Without padding every window lies inside the image (floor mode), so the bounds of
+// sh::max_pool_one need no clamping: the same comparisons in the same order (row-major, greater
+// or NaN replaces), in a loop the compiler can keep in registers.
+template <class T>
+void max_pool_unpadded(const T* plane, const PoolGeom& g, T* y, std::int64_t* index) {
+  for (std::int64_t oh = 0; oh < g.out_h; ++oh)
+    for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+      const std::int64_t h0 = oh * g.s_h, w0 = ow * g.s_w;
+      std::int64_t best = h0 * g.in_w + w0;
+      T m = -std::numeric_limits<T>::infinity();
+      for (std::int64_t h = h0; h < h0 + g.k_h; ++h) {
+        const T* row = plane + h * g.in_w;
+        for (std::int64_t w = w0; w < w0 + g.k_w; ++w) {
+          const T v = row[w];
+          if (v > m || v != v) {
+            m = v;
+            best = h * g.in_w + w;
+          }
+        }
+      }
+      y[oh * g.out_w + ow] = m;
+      index[oh * g.out_w + ow] = best;
+    }
+}
+
+}  // namespace
+
 template <class T>
 void max_pool2d(const T* x, T* y, std::int64_t* index, const PoolGeom& g) {
   const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
+  if (g.p_h == 0 && g.p_w == 0) {
+    split(g.planes, window_work(g), [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p)
+        max_pool_unpadded(x + p * ip, g, y + p * op, index + p * op);
+    });
+    return;
+  }
   each_output(g, window_work(g), [&](std::int64_t p, std::int64_t oh, std::int64_t ow) {
     const std::int64_t o = p * op + oh * g.out_w + ow;
     sh::max_pool_one(x + p * ip, g, oh, ow, y + o, index + o);
   });
 }
 
+// Scatter form, plane by plane: gx[index[o]] += gy[o] over the outputs o in increasing order
+// (PyTorch's cpu_max_pool_backward). Each input element receives its outputs' gradients in the
+// order the gather form (sh::max_pool_grad_one, the CUDA kernel's) adds them, starting from 0,
+// so the bits are the same — without the per-input search for the windows that hold it.
 template <class T>
 void max_pool2d_backward(const T* gy, const std::int64_t* index, T* gx, const PoolGeom& g) {
   const std::int64_t ip = g.in_h * g.in_w, op = g.out_h * g.out_w;
-  each_input(g, window_work(g), [&](std::int64_t p, std::int64_t h, std::int64_t w) {
-    gx[p * ip + h * g.in_w + w] = sh::max_pool_grad_one(gy + p * op, index + p * op, g, h, w);
+  split(g.planes, g.planes * (ip + op), [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p) {
+      T* gxp = gx + p * ip;
+      const T* gyp = gy + p * op;
+      const std::int64_t* ixp = index + p * op;
+      std::fill(gxp, gxp + ip, T(0));
+      for (std::int64_t o = 0; o < op; ++o) gxp[ixp[o]] += gyp[o];
+    }
   });
 }
 

@@ -62,8 +62,32 @@ namespace {
 // Without padding every window lies inside the image (floor mode), so the bounds of
 // sh::max_pool_one need no clamping: the same comparisons in the same order (row-major, greater
 // or NaN replaces), in a loop the compiler can keep in registers.
+// One comparison of the window scan: v at `at` replaces the maximum when greater or NaN.
+template <class T>
+inline void take_max(T v, std::int64_t at, T& m, std::int64_t& best) {
+  const bool take = (v > m) | (v != v);  // selects, not branches: the winner is unpredictable
+  m = take ? v : m;
+  best = take ? at : best;
+}
+
 template <class T>
 void max_pool_unpadded(const T* plane, const PoolGeom& g, T* y, std::int64_t* index) {
+  if (g.k_h == 2 && g.k_w == 2 && g.s_h == 2 && g.s_w == 2) {  // MaxPool2d(2), the usual one
+    for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+      const std::int64_t top = 2 * oh * g.in_w;
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+        const std::int64_t a = top + 2 * ow, b = a + g.in_w;
+        T m = plane[a];  // -inf < v for every v but -inf and NaN: the first element is taken
+        std::int64_t best = a;
+        take_max(plane[a + 1], a + 1, m, best);
+        take_max(plane[b], b, m, best);
+        take_max(plane[b + 1], b + 1, m, best);
+        y[oh * g.out_w + ow] = m;
+        index[oh * g.out_w + ow] = best;
+      }
+    }
+    return;
+  }
   for (std::int64_t oh = 0; oh < g.out_h; ++oh)
     for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
       const std::int64_t h0 = oh * g.s_h, w0 = ow * g.s_w;
@@ -71,13 +95,7 @@ void max_pool_unpadded(const T* plane, const PoolGeom& g, T* y, std::int64_t* in
       T m = -std::numeric_limits<T>::infinity();
       for (std::int64_t h = h0; h < h0 + g.k_h; ++h) {
         const T* row = plane + h * g.in_w;
-        for (std::int64_t w = w0; w < w0 + g.k_w; ++w) {
-          const T v = row[w];
-          if (v > m || v != v) {
-            m = v;
-            best = h * g.in_w + w;
-          }
-        }
+        for (std::int64_t w = w0; w < w0 + g.k_w; ++w) take_max(row[w], h * g.in_w + w, m, best);
       }
       y[oh * g.out_w + ow] = m;
       index[oh * g.out_w + ow] = best;

@@ -59,6 +59,19 @@ void each_input(const PoolGeom& g, std::int64_t work, const F& one) {
 
 namespace {
 
+// Σ f(i) for i in [0, count) in double, in 8 interleaved partial sums added pairwise at the end:
+// one fixed order (so the same bits on every thread count) that keeps 8 additions in flight
+// instead of one dependency chain.
+template <class F>
+inline double sum8(std::int64_t count, const F& f) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += f(i + l);
+  for (int l = 0; i < count; ++i, ++l) acc[l] += f(i);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 // Without padding every window lies inside the image (floor mode), so the bounds of
 // sh::max_pool_one need no clamping: the same comparisons in the same order (row-major, greater
 // or NaN replaces), in a loop the compiler can keep in registers.
@@ -182,16 +195,16 @@ void batch_norm_train_stats(const T* x, const BnGeom& g, double eps, double mome
       double sum = 0;
       for (std::int64_t n = 0; n < g.n; ++n) {
         const T* row = x + (n * g.c + c) * g.spatial;
-        for (std::int64_t s = 0; s < g.spatial; ++s) sum += static_cast<double>(row[s]);
+        sum += sum8(g.spatial, [row](std::int64_t s) { return static_cast<double>(row[s]); });
       }
       const double mu = sum / m;
       double var_sum = 0;
       for (std::int64_t n = 0; n < g.n; ++n) {
         const T* row = x + (n * g.c + c) * g.spatial;
-        for (std::int64_t s = 0; s < g.spatial; ++s) {
+        var_sum += sum8(g.spatial, [row, mu](std::int64_t s) {
           const double d = static_cast<double>(row[s]) - mu;
-          var_sum += d * d;
-        }
+          return d * d;
+        });
       }
       mean[c] = mu;
       invstd[c] = sh::bn_invstd(var_sum / m, eps);
@@ -237,13 +250,14 @@ void batch_norm_backward(const T* dy, const T* x, const double* mean, const doub
   split(g.c, g.n * g.c * g.spatial * 2, [&](std::int64_t c0, std::int64_t c1) {
     for (std::int64_t c = c0; c < c1; ++c) {
       double sum = 0, dot = 0;
+      const double mu = mean[c];
       for (std::int64_t n = 0; n < g.n; ++n) {
-        const std::int64_t base = (n * g.c + c) * g.spatial;
-        for (std::int64_t s = 0; s < g.spatial; ++s) {
-          const double d = static_cast<double>(dy[base + s]);
-          sum += d;
-          dot += d * (static_cast<double>(x[base + s]) - mean[c]);
-        }
+        const T* d = dy + (n * g.c + c) * g.spatial;
+        const T* xr = x + (n * g.c + c) * g.spatial;
+        sum += sum8(g.spatial, [d](std::int64_t s) { return static_cast<double>(d[s]); });
+        dot += sum8(g.spatial, [d, xr, mu](std::int64_t s) {
+          return static_cast<double>(d[s]) * (static_cast<double>(xr[s]) - mu);
+        });
       }
       if (dw) dw[c] = static_cast<T>(dot * invstd[c]);
       if (db) db[c] = static_cast<T>(sum);

@@ -11,6 +11,7 @@ set -euo pipefail
 PACKAGES=(
   cmake g++ ninja-build ccache              # toolchain (CMake >= 3.25, C++20)
   libopenblas-dev libopenblas-pthread-dev   # GEMM; CMake links the pthread (thread-safe) build
+  libdnnl-dev                               # oneDNN: float32 conv2d (optional: LOCKSTEP_DNNL)
   libgtest-dev googletest                   # tests
   libbenchmark-dev                          # bench/
   libcli11-dev                              # the lockstep CLI

@@ -61,6 +61,13 @@ def optimizer_for(kind, params):
     return torch.optim.Adam(params, lr=0.01), {"kind": "adam", "lr": 0.01}
 
 
+def smallest_gradient(model):
+    """The smallest non-zero |gradient| of any parameter (inf when all are zero)."""
+    g = torch.cat([p.grad.flatten().abs() for p in model.parameters() if p.grad is not None])
+    g = g[g > 0]
+    return g.min().item() if len(g) else float("inf")
+
+
 def step_data_parallel(model, x, y, devices):
     """One DataParallel step as Lockstep runs it; returns the batch's mean loss."""
     replicas = [model] + [copy.deepcopy(model) for _ in range(devices - 1)]
@@ -81,7 +88,7 @@ def run(kind, devices, x, y, init):
     model = make_model(CONV_BIAS[kind])
     model.load_state_dict(init)
     opt, spec = optimizer_for(kind, model.parameters())
-    losses, buffers = [], []
+    losses, buffers, smallest = [], [], float("inf")
     for step in range(4):
         b = step % 2
         xb, yb = x[8 * b:8 * b + 8], y[8 * b:8 * b + 8]
@@ -92,13 +99,14 @@ def run(kind, devices, x, y, init):
             losses.append(loss.item())
         else:
             losses.append(step_data_parallel(model, xb, yb, devices))
+        smallest = min(smallest, smallest_gradient(model))
         opt.step()
         buffers.append(model[1].running_mean.tolist())
     model.eval()
     with torch.no_grad():
         eval_out = model(x[:8]).flatten().tolist()
-    return spec, {"step_losses": losses, "running_mean_1_per_step": buffers,
-                  "final_state": state(model), "eval_output": eval_out}
+    return spec, smallest, {"step_losses": losses, "running_mean_1_per_step": buffers,
+                            "final_state": state(model), "eval_output": eval_out}
 
 
 def main():
@@ -106,18 +114,27 @@ def main():
     x = torch.randn(16, 1, 12, 12)
     y = torch.randint(0, 10, (16,))
     for kind in ["sgd_momentum", "adam"]:
-        torch.manual_seed(1)
-        model = make_model(CONV_BIAS[kind])
-        init = copy.deepcopy(model.state_dict())
-        doc = {"name": "cnn_" + kind, "layers": layers(CONV_BIAS[kind]),
+        # Adam's step lr·m/(√v + eps) turns a gradient near eps = 1e-8 into an O(lr) step that
+        # depends on the gradient's last bits, which no two implementations share: the Adam
+        # file's initial parameters are the first seed from 1 whose gradients, on every device
+        # count and step, are 0 or at least 1e-5 in magnitude (SGD's seed is 1).
+        for seed in range(1, 100):
+            torch.manual_seed(seed)
+            model = make_model(CONV_BIAS[kind])
+            init = copy.deepcopy(model.state_dict())
+            runs = {d: run(kind, d, x, y, init) for d in [1, 2, 3]}
+            if kind != "adam" or min(r[1] for r in runs.values()) >= 1e-5:
+                break
+        doc = {"name": "cnn_" + kind, "layers": layers(CONV_BIAS[kind]), "init_seed": seed,
                "conv_bias": CONV_BIAS[kind], "x_shape": list(x.shape),
                "x": x.flatten().tolist(), "y": y.tolist(), "batch_size": 8, "steps": 4,
                "batches": "step s trains on rows [8·(s mod 2), 8·(s mod 2) + 8)",
                "initial_state": state(model), "expected": {},
                "produced_by": "tests/data/cnn/make_cnn_golden.py, torch " + torch.__version__}
-        for devices in [1, 2, 3]:
-            spec, doc["expected"][str(devices)] = run(kind, devices, x, y, init)
+        for devices, (spec, smallest, expected) in runs.items():
+            doc["expected"][str(devices)] = expected
             doc["optimizer"] = spec
+            print(kind, "seed", seed, "devices", devices, "smallest |grad|", smallest)
         with open(os.path.join(HERE, "cnn_" + kind + ".json"), "w") as f:
             json.dump(doc, f)
         print("wrote", "cnn_" + kind + ".json")

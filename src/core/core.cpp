@@ -92,7 +92,12 @@ Shape::Shape(std::span<const std::int64_t> dims) {
 
 std::int64_t Shape::numel() const {
   std::int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= d_[i];
+  for (int i = 0; i < ndim_; ++i)
+    if (d_[i] == 0) return 0;
+  for (int i = 0; i < ndim_; ++i)
+    if (__builtin_mul_overflow(n, d_[i], &n))
+      throw ValueError("shape " + str() + " has more elements than a tensor can hold (its "
+                       "element count overflows 64 bits)");
   return n;
 }
 

@@ -99,7 +99,8 @@ bool compute(Family f, const ConvCase& c, const Conv2dGeom& g, const Buffers& in
 }
 
 bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // The calling thread's intra-op count for the scope.

@@ -17,18 +17,27 @@
 
 namespace lockstep::app {
 
-namespace {
-
-const char* const kKnown =
-    "Linear, Conv2d, BatchNorm1d, BatchNorm2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, "
-    "Flatten, Dropout, ReLU, Tanh, Sigmoid, GELU";
-
 std::string trim(const std::string& s) {
   std::size_t a = 0, b = s.size();
   while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
   while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
   return s.substr(a, b - a);
 }
+
+namespace {
+
+const char* const kKnown =
+    "Linear, Conv2d, BatchNorm1d, BatchNorm2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, "
+    "Flatten, Dropout, ReLU, Tanh, Sigmoid, GELU";
+
+// PyTorch's constructor arguments of the layers that hold parameters, in order (make_layer and
+// parameter_count read them).
+const std::vector<std::string> kLinearArgs = {"in_features", "out_features", "bias"};
+const std::vector<std::string> kConv2dArgs = {"in_channels", "out_channels", "kernel_size",
+                                              "stride",      "padding",      "dilation",
+                                              "groups",      "bias"};
+const std::vector<std::string> kBatchNormArgs = {"num_features", "eps", "momentum", "affine",
+                                                 "track_running_stats"};
 
 // Splits "a, (1, 2), k=3" at the commas outside parentheses and brackets; a trailing comma is
 // allowed (Python's `f(a, b,)`), an empty argument elsewhere is kept (and refused later).
@@ -173,19 +182,17 @@ std::shared_ptr<nn::Module> make_layer(const LayerSpec& l, const std::string& wh
     return make_shared<nn::GELU>();
   }
   if (n == "Linear") {
-    Args a(l, where, {"in_features", "out_features", "bias"});
+    Args a(l, where, kLinearArgs);
     return make_shared<nn::Linear>(a.integer(0), a.integer(1), a.flag(2, true));
   }
   if (n == "Conv2d") {
-    Args a(l, where,
-           {"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
-            "groups", "bias"});
+    Args a(l, where, kConv2dArgs);
     return make_shared<nn::Conv2d>(a.integer(0), a.integer(1), a.pair(2), a.pair(3, Size2{1, 1}),
                                    a.pair(4, Size2{0, 0}), a.pair(5, Size2{1, 1}),
                                    a.integer(6, 1), a.flag(7, true));
   }
   if (n == "BatchNorm1d" || n == "BatchNorm2d") {
-    Args a(l, where, {"num_features", "eps", "momentum", "affine", "track_running_stats"});
+    Args a(l, where, kBatchNormArgs);
     const std::int64_t c = a.integer(0);
     const double eps = a.number(1, 1e-5).value_or(1e-5);
     const std::optional<double> momentum = a.number(2, 0.1);
@@ -314,18 +321,16 @@ long double parameter_count(const std::vector<LayerSpec>& layers, const std::str
   for (const LayerSpec& l : layers) {
     auto ld = [](std::int64_t v) { return static_cast<long double>(v); };
     if (l.name == "Linear") {
-      Args a(l, where, {"in_features", "out_features", "bias"});
+      Args a(l, where, kLinearArgs);
       total += ld(a.integer(0)) * ld(a.integer(1)) + (a.flag(2, true) ? ld(a.integer(1)) : 0);
     } else if (l.name == "Conv2d") {
-      Args a(l, where,
-             {"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
-              "groups", "bias"});
+      Args a(l, where, kConv2dArgs);
       const Size2 k = a.pair(2);
       const std::int64_t groups = std::max<std::int64_t>(a.integer(6, 1), 1);
       total += ld(a.integer(1)) * ld(a.integer(0) / groups) * ld(k[0]) * ld(k[1]) +
                (a.flag(7, true) ? ld(a.integer(1)) : 0);
     } else if (l.name == "BatchNorm1d" || l.name == "BatchNorm2d") {
-      Args a(l, where, {"num_features", "eps", "momentum", "affine", "track_running_stats"});
+      Args a(l, where, kBatchNormArgs);
       total += 4 * ld(a.integer(0));  // weight, bias, running_mean, running_var
     }
   }

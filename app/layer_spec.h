@@ -48,6 +48,9 @@ std::shared_ptr<nn::Sequential> make_layers(const std::vector<LayerSpec>& layers
 /// arguments alone, before anything is allocated. ValueError as make_layers for bad arguments.
 long double parameter_count(const std::vector<LayerSpec>& layers, const std::string& where);
 
+/// `s` without leading and trailing whitespace.
+std::string trim(const std::string& s);
+
 /// The main job's CNN for 1×28×28 images and 10 classes (issue 17), `--model cnn`.
 std::string cnn_layers();
 

@@ -17,21 +17,6 @@ namespace {
 const char* const kImageLayers[] = {"Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d",
                                     "AdaptiveAvgPool2d"};
 
-std::string shape_str(const std::vector<std::int64_t>& dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
-
-std::string trim_spaces(const std::string& s) {
-  const std::size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
-}
-
 }  // namespace
 
 std::string ModelSpec::str() const {
@@ -58,7 +43,7 @@ ModelSpec parse_model_spec(const std::string& text) {
     return spec;
   }
   std::string layers = text;
-  if (trim_spaces(text) == "cnn") {
+  if (trim(text) == "cnn") {
     layers = cnn_layers();
   } else if (!text.empty() && text.front() == '@') {
     const std::string path = text.substr(1);
@@ -109,24 +94,28 @@ std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOpt
   // statistics) needs more than one value per channel even in eval mode.
   std::vector<std::int64_t> sample = {2};
   for (int d = 1; d < data.train_x.dim(); ++d) sample.push_back(data.train_x.size(d));
+  const std::string samples =
+      Shape(std::vector<std::int64_t>(sample.begin() + 1, sample.end())).str() + " of " +
+      data.train_name;
   Tensor out = zeros(Shape(sample));
   {
     NoGradGuard no_grad;
     model->eval();
     const auto layers = model->children();
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      const std::string at = spec.where + ": layer " + spec.layers[i].text;
-      const std::string from = std::string(i == 0 ? "the samples " : "its input, from the samples ") +
-                               shape_str({sample.begin() + 1, sample.end()}) + " of " +
-                               data.train_name;
+      // Layer i and what fed it, for the message.
+      auto at = [&] { return spec.where + ": layer " + spec.layers[i].text; };
+      auto from = [&] {
+        return (i == 0 ? "the samples " : "its input, from the samples ") + samples;
+      };
       try {
         out = layers[i]->forward(out);
       } catch (const Error& e) {
         model->train();
-        throw ValueError(at + " does not fit " + from + ": " + e.what());
+        throw ValueError(at() + " does not fit " + from() + ": " + e.what());
       } catch (const std::bad_alloc&) {
         model->train();
-        throw ValueError(at + ": its output for " + from + " does not fit in memory");
+        throw ValueError(at() + ": its output for " + from() + " does not fit in memory");
       }
     }
     model->train();
@@ -134,7 +123,7 @@ std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOpt
   if (out.dim() != 2 || out.size(1) != data.classes) {
     std::vector<std::int64_t> per_sample = out.shape().vec();
     per_sample.erase(per_sample.begin());
-    throw ValueError(spec.where + ": the last layer gives " + shape_str(per_sample) +
+    throw ValueError(spec.where + ": the last layer gives " + Shape(per_sample).str() +
                      " per sample, but " + data.train_name + " has " +
                      std::to_string(data.classes) + " classes (max label + 1)");
   }

@@ -205,7 +205,11 @@ void conv2d_backward_weight(const Conv2dGeom& g, const T* gy, const T* x, T* gw,
   if (chunks == 0) {  // no sample: zero sums
     if (gw) std::fill(gw, gw + g.w_numel(), T(0));
     if (gb) std::fill(gb, gb + g.c_out, T(0));
-  } else if (chunks == 1) {  // on the calling thread, GEMMs split over the team
+  } else if (chunks == 1) {
+    // On the calling thread alone: a GEMM split over the team (rows or columns of C) hands
+    // OpenBLAS other tile shapes, and on some CPUs (seen on AMD EPYC, OpenBLAS 0.3.21) its edge
+    // kernels sum in another order, so the bits would depend on the thread count.
+    OneThread one;
     std::vector<T> col(static_cast<std::size_t>(col_elems));
     chunk_sum(0, g.n, gw, gb, col.data());
   } else {

@@ -29,6 +29,8 @@
 #include "lockstep/nn/loss.h"
 #include "lockstep/nn/module.h"
 #include "lockstep/nn/pooling.h"
+#include "lockstep/nn/resnet.h"
+#include "lockstep/nn/sync_batch_norm.h"
 #include "lockstep/nn/utils.h"
 #include "lockstep/nn/sequential.h"
 #include "lockstep/nn/state_dict.h"

@@ -3,6 +3,7 @@
 #include "lockstep/nn/batch_norm.h"
 
 #include "lockstep/autograd/grad_mode.h"
+#include "lockstep/dist/current_group.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::nn {
@@ -58,11 +59,17 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   }
   // Batch statistics in training, and in eval when there are no running statistics.
   const bool batch_stats = is_training() || !track_running_stats;
+  // SyncBatchNorm: in training, over the group of the replicas when there is more than one
+  // (PyTorch's need_sync; without a group, or alone in it, it is plain BatchNorm).
+  dist::ProcessGroup* group = synchronized_ && is_training() ? dist::current_group() : nullptr;
   Tensor out;
   try {
-    out = batch_norm(input, track_running_stats ? running_mean : Tensor(),
-                     track_running_stats ? running_var : Tensor(), weight, bias, batch_stats,
-                     factor, eps);
+    if (group && group->size() > 1)
+      out = forward_synchronized(input, *group, factor);
+    else
+      out = batch_norm(input, track_running_stats ? running_mean : Tensor(),
+                       track_running_stats ? running_var : Tensor(), weight, bias, batch_stats,
+                       factor, eps);
   } catch (const ValueError& e) {
     throw ValueError(describe() + ": " + e.what());
   } catch (const ShapeError& e) {
@@ -99,6 +106,7 @@ std::shared_ptr<Module> clone_batch_norm(const BN& self) {
   auto copy = std::make_shared<BN>(self.num_features, self.eps, self.momentum, self.affine,
                                    self.track_running_stats);
   copy_module_state(self, *copy);
+  copy->set_synchronized(self.synchronized());
   return copy;
 }
 }  // namespace

@@ -8,53 +8,31 @@
 
 #include <string>
 
+#include "ops/batch_norm_common.h"
 #include "ops/cuda_pool_norm_ops.h"
-#include "ops/op_utils.h"
 #include "ops/pool_norm_kernels.h"
 
 namespace lockstep {
 
 using autograd::needs_grad;
 using autograd::record;
+using detail::bn_ptr;
 using kernels::BnGeom;
 
 namespace {
 
 constexpr const char* kOp = "batch_norm";
 
-void check_channel_tensor(const char* what, const Tensor& t, const Tensor& x) {
-  if (!t.defined()) return;
-  detail::check_same(kOp, x, t);
-  if (t.dim() != 1 || t.size(0) != x.size(1))
-    throw ShapeError(std::string(kOp) + ": " + what + " " + t.shape().str() +
-                     " does not match input " + x.shape().str() + " (expected [" +
-                     std::to_string(x.size(1)) + "], one value per channel)");
-}
-
-template <class T>
-T* ptr(const Tensor& t) {
-  if (!t.defined()) return nullptr;
-  return t.device().is_cuda() ? t.device_data_ptr<T>() : t.data_ptr<T>();
-}
-
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
-  detail::check_floating(kOp, x);
-  if (x.dim() < 2 || x.dim() > 4)
-    throw ShapeError(std::string(kOp) +
-                     ": expected a 2-d [N, C], 3-d [N, C, L] or 4-d [N, C, H, W] input, got " +
-                     x.shape().str());
-  check_channel_tensor("running_mean", running_mean, x);
-  check_channel_tensor("running_var", running_var, x);
-  check_channel_tensor("weight", weight, x);
-  check_channel_tensor("bias", bias, x);
-  BnGeom g;
-  g.n = x.size(0);
-  g.c = x.size(1);
-  for (int i = 2; i < x.dim(); ++i) g.spatial *= x.size(i);
+  const BnGeom g = detail::batch_norm_geometry(kOp, x);
+  detail::check_channel_tensor(kOp, "running_mean", running_mean, x);
+  detail::check_channel_tensor(kOp, "running_var", running_var, x);
+  detail::check_channel_tensor(kOp, "weight", weight, x);
+  detail::check_channel_tensor(kOp, "bias", bias, x);
   const std::int64_t m = g.n * g.spatial;
   if (training && m == 1)
     throw ValueError(std::string(kOp) +
@@ -77,27 +55,27 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (!empty_input) {
     detail::visit_float(x.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      double* mean = ptr<double>(stats);
+      double* mean = bn_ptr<double>(stats);
       double* invstd = mean + g.c;
       if (cuda) {
         if (training)
-          cuda_pool_norm::batch_norm_train_stats<T>(ptr<T>(x), g, eps, momentum,
-                                                    ptr<T>(running_mean), ptr<T>(running_var), mean,
+          cuda_pool_norm::batch_norm_train_stats<T>(bn_ptr<T>(x), g, eps, momentum,
+                                                    bn_ptr<T>(running_mean), bn_ptr<T>(running_var), mean,
                                                     invstd, dev);
         else
-          cuda_pool_norm::batch_norm_eval_stats<T>(ptr<T>(running_mean), ptr<T>(running_var), g,
+          cuda_pool_norm::batch_norm_eval_stats<T>(bn_ptr<T>(running_mean), bn_ptr<T>(running_var), g,
                                                    eps, mean, invstd, dev);
-        cuda_pool_norm::batch_norm_apply<T>(ptr<T>(x), mean, invstd, ptr<T>(weight), ptr<T>(bias),
-                                            g, ptr<T>(out), dev);
+        cuda_pool_norm::batch_norm_apply<T>(bn_ptr<T>(x), mean, invstd, bn_ptr<T>(weight), bn_ptr<T>(bias),
+                                            g, bn_ptr<T>(out), dev);
       } else {
         if (training)
           kernels::dispatch::batch_norm_train_stats<T>(
-              ptr<T>(x), g, eps, momentum, ptr<T>(running_mean), ptr<T>(running_var), mean, invstd);
+              bn_ptr<T>(x), g, eps, momentum, bn_ptr<T>(running_mean), bn_ptr<T>(running_var), mean, invstd);
         else
-          kernels::dispatch::batch_norm_eval_stats<T>(ptr<T>(running_mean), ptr<T>(running_var), g,
+          kernels::dispatch::batch_norm_eval_stats<T>(bn_ptr<T>(running_mean), bn_ptr<T>(running_var), g,
                                                       eps, mean, invstd);
-        kernels::dispatch::batch_norm_apply<T>(ptr<T>(x), mean, invstd, ptr<T>(weight),
-                                               ptr<T>(bias), g, ptr<T>(out));
+        kernels::dispatch::batch_norm_apply<T>(bn_ptr<T>(x), mean, invstd, bn_ptr<T>(weight),
+                                               bn_ptr<T>(bias), g, bn_ptr<T>(out));
       }
     });
   }
@@ -116,15 +94,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
              }
              detail::visit_float(x.dtype(), [&](auto zero) {
                using T = decltype(zero);
-               const double* mean = ptr<double>(stats);
+               const double* mean = bn_ptr<double>(stats);
                if (x.device().is_cuda())
-                 cuda_pool_norm::batch_norm_backward<T>(ptr<T>(gy), ptr<T>(x), mean, mean + g.c,
-                                                        ptr<T>(weight), g, training, ptr<T>(gx),
-                                                        ptr<T>(gw), ptr<T>(gb), x.device().index);
+                 cuda_pool_norm::batch_norm_backward<T>(bn_ptr<T>(gy), bn_ptr<T>(x), mean, mean + g.c,
+                                                        bn_ptr<T>(weight), g, training, bn_ptr<T>(gx),
+                                                        bn_ptr<T>(gw), bn_ptr<T>(gb), x.device().index);
                else
-                 kernels::dispatch::batch_norm_backward<T>(ptr<T>(gy), ptr<T>(x), mean, mean + g.c,
-                                                           ptr<T>(weight), g, training, ptr<T>(gx),
-                                                           ptr<T>(gw), ptr<T>(gb));
+                 kernels::dispatch::batch_norm_backward<T>(bn_ptr<T>(gy), bn_ptr<T>(x), mean, mean + g.c,
+                                                           bn_ptr<T>(weight), g, training, bn_ptr<T>(gx),
+                                                           bn_ptr<T>(gw), bn_ptr<T>(gb));
              });
              return std::vector<Tensor>{gx, gw, gb};
            });

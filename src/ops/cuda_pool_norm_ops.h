@@ -55,5 +55,17 @@ template <class T>
 void batch_norm_backward(const T* dy, const T* x, const double* mean, const double* invstd,
                          const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db,
                          int device);
+/// SyncBatchNorm's pieces (the kernels::cpu contracts): this piece's mean and biased var, one
+/// block per channel; Σdy and Σdy·(x − mean), one block per channel; dx from the group's sums
+/// and total count, elementwise.
+template <class T>
+void batch_norm_stats(const T* x, const BnGeom& g, double* mean, double* var, int device);
+template <class T>
+void batch_norm_backward_reduce(const T* dy, const T* x, const double* mean, const BnGeom& g,
+                                double* sum_dy, double* dot, int device);
+template <class T>
+void batch_norm_backward_elemt(const T* dy, const T* x, const double* mean, const double* invstd,
+                               const T* w, const double* sum_dy, const double* dot, double count,
+                               const BnGeom& g, T* dx, int device);
 
 }  // namespace lockstep::cuda_pool_norm

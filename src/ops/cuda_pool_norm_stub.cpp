@@ -53,6 +53,20 @@ void batch_norm_backward(const T*, const T*, const double*, const double*, const
                          bool, T*, T*, T*, int) {
   not_built("batch_norm_backward");
 }
+template <class T>
+void batch_norm_stats(const T*, const BnGeom&, double*, double*, int) {
+  not_built("batch_norm_stats");
+}
+template <class T>
+void batch_norm_backward_reduce(const T*, const T*, const double*, const BnGeom&, double*, double*,
+                                int) {
+  not_built("batch_norm_backward_reduce");
+}
+template <class T>
+void batch_norm_backward_elemt(const T*, const T*, const double*, const double*, const T*,
+                               const double*, const double*, double, const BnGeom&, T*, int) {
+  not_built("batch_norm_backward_elemt");
+}
 
 #define LOCKSTEP_INSTANTIATE(T)                                                                    \
   template void max_pool2d<T>(const T*, T*, std::int64_t*, const PoolGeom&, int);                  \
@@ -68,7 +82,13 @@ void batch_norm_backward(const T*, const T*, const double*, const double*, const
   template void batch_norm_apply<T>(const T*, const double*, const double*, const T*, const T*,    \
                                     const BnGeom&, T*, int);                                       \
   template void batch_norm_backward<T>(const T*, const T*, const double*, const double*, const T*, \
-                                       const BnGeom&, bool, T*, T*, T*, int);
+                                       const BnGeom&, bool, T*, T*, T*, int);                      \
+  template void batch_norm_stats<T>(const T*, const BnGeom&, double*, double*, int);               \
+  template void batch_norm_backward_reduce<T>(const T*, const T*, const double*, const BnGeom&,    \
+                                              double*, double*, int);                              \
+  template void batch_norm_backward_elemt<T>(const T*, const T*, const double*, const double*,     \
+                                             const T*, const double*, const double*, double,       \
+                                             const BnGeom&, T*, int);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
 #undef LOCKSTEP_INSTANTIATE

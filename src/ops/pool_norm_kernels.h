@@ -31,6 +31,11 @@ using shared::PoolGeom;
 //   batch_norm_apply        y = x·alpha + beta per channel (w, b nullable: 1 and 0);
 //   batch_norm_backward     dx, dw, db (each nullable: not computed) from dy, x and the saved
 //                           mean / invstd; training: through the batch statistics.
+// SyncBatchNorm's pieces (nn/sync_batch_norm.h; PyTorch's batch_norm_stats,
+// batch_norm_backward_reduce and batch_norm_backward_elemt), the same per-channel sums:
+//   batch_norm_stats           mean[c] and the biased var[c] of this piece (double, two passes);
+//   batch_norm_backward_reduce sum_dy[c] = Σdy, dot[c] = Σdy·(x − mean) over this piece;
+//   batch_norm_backward_elemt  dx from the group's sum_dy, dot and total count (training form).
 #define LOCKSTEP_POOL_NORM_KERNELS                                                            \
   template <class T>                                                                          \
   void max_pool2d(const T* x, T* y, std::int64_t* index, const PoolGeom& g);                  \
@@ -55,7 +60,16 @@ using shared::PoolGeom;
                         const T* b, const BnGeom& g, T* y);                                   \
   template <class T>                                                                          \
   void batch_norm_backward(const T* dy, const T* x, const double* mean, const double* invstd, \
-                           const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db);
+                           const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db); \
+  template <class T>                                                                          \
+  void batch_norm_stats(const T* x, const BnGeom& g, double* mean, double* var);              \
+  template <class T>                                                                          \
+  void batch_norm_backward_reduce(const T* dy, const T* x, const double* mean,                \
+                                  const BnGeom& g, double* sum_dy, double* dot);              \
+  template <class T>                                                                          \
+  void batch_norm_backward_elemt(const T* dy, const T* x, const double* mean,                 \
+                                 const double* invstd, const T* w, const double* sum_dy,      \
+                                 const double* dot, double count, const BnGeom& g, T* dx);
 
 namespace ref {
 LOCKSTEP_POOL_NORM_KERNELS
@@ -126,6 +140,26 @@ void batch_norm_backward(const T* dy, const T* x, const double* mean, const doub
   pool_norm_reference()
       ? ref::batch_norm_backward<T>(dy, x, mean, invstd, w, g, training, dx, dw, db)
       : cpu::batch_norm_backward<T>(dy, x, mean, invstd, w, g, training, dx, dw, db);
+}
+
+template <class T>
+void batch_norm_stats(const T* x, const BnGeom& g, double* mean, double* var) {
+  pool_norm_reference() ? ref::batch_norm_stats<T>(x, g, mean, var)
+                        : cpu::batch_norm_stats<T>(x, g, mean, var);
+}
+template <class T>
+void batch_norm_backward_reduce(const T* dy, const T* x, const double* mean, const BnGeom& g,
+                                double* sum_dy, double* dot) {
+  pool_norm_reference() ? ref::batch_norm_backward_reduce<T>(dy, x, mean, g, sum_dy, dot)
+                        : cpu::batch_norm_backward_reduce<T>(dy, x, mean, g, sum_dy, dot);
+}
+template <class T>
+void batch_norm_backward_elemt(const T* dy, const T* x, const double* mean, const double* invstd,
+                               const T* w, const double* sum_dy, const double* dot, double count,
+                               const BnGeom& g, T* dx) {
+  pool_norm_reference()
+      ? ref::batch_norm_backward_elemt<T>(dy, x, mean, invstd, w, sum_dy, dot, count, g, dx)
+      : cpu::batch_norm_backward_elemt<T>(dy, x, mean, invstd, w, sum_dy, dot, count, g, dx);
 }
 
 }  // namespace dispatch

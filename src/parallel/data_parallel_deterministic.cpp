@@ -43,9 +43,9 @@ void refuse_batch_statistics(const nn::Module& m) {
         "DataParallel deterministic mode: layer " + layer +
         " normalizes each shard with that shard's own batch statistics in training, so the "
         "result would depend on the shard size rather than being the one-device result it "
-        "promises; the fix is SyncBatchNorm (statistics over the whole global batch), which "
-        "Lockstep does not have yet: turn deterministic mode off for this model, or put the "
-        "layer in eval()");
+        "promises; the fix is SyncBatchNorm (statistics over the whole global batch): call "
+        "nn::convert_sync_batchnorm(model) before wrapping it (the CLI: --sync-bn), turn "
+        "deterministic mode off, or put the layer in eval()");
 }
 
 }  // namespace detail

@@ -6,13 +6,18 @@
 // trains differently on 1 and N devices; the running statistics that survive a step are device
 // 0's (DataParallel keeps replica 0's buffers, which are the module's own) and, under DDP with
 // broadcast_buffers, rank 0's. Deterministic mode, which promises the same bits for every device
-// count, refuses a BatchNorm in training (ValueError naming the layer): SyncBatchNorm, which
-// normalizes with the statistics of the whole global batch, is the fix.
+// count, refuses a BatchNorm in training (ValueError naming the layer): SyncBatchNorm
+// (nn/sync_batch_norm.h), which normalizes with the statistics of the whole global batch, is the
+// fix; convert_sync_batchnorm() turns every BatchNorm of a model into one.
 #pragma once
 
 #include <optional>
 
 #include "lockstep/nn/module.h"
+
+namespace lockstep::dist {
+class ProcessGroup;
+}
 
 namespace lockstep::nn {
 
@@ -37,6 +42,15 @@ class BatchNormBase : public Module {
   /// Whether the output of a sample depends on the other samples of the batch: in training, or
   /// without running statistics (deterministic mode refuses such a module, see above).
   bool uses_batch_statistics() const override { return is_training() || !track_running_stats; }
+  /// Whether the layer synchronizes its training statistics over the replicas' group
+  /// (SyncBatchNorm, or a BatchNorm after convert_sync_batchnorm): its forward and backward then
+  /// run collectives on dist::current_group() (nn/sync_batch_norm.h).
+  bool runs_collectives() const override { return synchronized_; }
+  bool synchronized() const { return synchronized_; }
+  /// Turns the synchronization on or off in place (convert_sync_batchnorm() calls it on every
+  /// BatchNorm of a model; clone() keeps it). Change it before wrapping the model, as PyTorch's
+  /// docs ask of convert_sync_batchnorm: replicas are clones made at construction.
+  void set_synchronized(bool on) { synchronized_ = on; }
 
   std::int64_t num_features;
   double eps;
@@ -49,6 +63,11 @@ class BatchNormBase : public Module {
   /// ShapeError unless the input's rank suits the layer ("expected 4D input (got 3D input)").
   virtual void check_input(const Tensor& input) const = 0;
   std::string describe() const;
+  /// The training forward over the statistics of every member of `group` (size > 1):
+  /// src/nn/sync_batch_norm.cpp. `factor` is the running statistics' update factor.
+  Tensor forward_synchronized(const Tensor& input, dist::ProcessGroup& group, double factor);
+
+  bool synchronized_ = false;
 };
 
 /// Over [N, C] or [N, C, L] inputs.
@@ -58,7 +77,7 @@ class BatchNorm1d : public BatchNormBase {
                        std::optional<double> momentum = 0.1, bool affine = true,
                        bool track_running_stats = true)
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}
-  std::string name() const override { return "BatchNorm1d"; }
+  std::string name() const override { return synchronized_ ? "SyncBatchNorm" : "BatchNorm1d"; }
   std::shared_ptr<Module> clone() const override;
 
  protected:
@@ -72,7 +91,7 @@ class BatchNorm2d : public BatchNormBase {
                        std::optional<double> momentum = 0.1, bool affine = true,
                        bool track_running_stats = true)
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}
-  std::string name() const override { return "BatchNorm2d"; }
+  std::string name() const override { return synchronized_ ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::shared_ptr<Module> clone() const override;
 
  protected:

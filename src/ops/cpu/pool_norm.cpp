@@ -1,14 +1,14 @@
-// Fast CPU kernels of the pools and batch norm: the shared bodies of src/ops/pool_norm_bodies.h
-// (the CUDA kernels' own expressions), with the backward in gather form (each input element
-// sums the outputs that reach it, so planes are independent and no write is shared; max
-// pooling's backward scatters through the saved indices instead, the same sums), split over
-// N·C planes (pools) or channels (batch norm) on the calling thread's intra-op team
-// (lockstep/core/parallel.h) when there is enough work to pay for the hand-off. The split does
-// not change any sum's order: results are the same for every thread count.
+// Fast CPU kernels of the pools: the shared bodies of src/ops/pool_norm_bodies.h (the CUDA
+// kernels' own expressions), with the backward in gather form (each input element sums the
+// outputs that reach it, so planes are independent and no write is shared; max pooling's
+// backward scatters through the saved indices instead, the same sums), split over N·C planes on
+// the calling thread's intra-op team (src/ops/cpu/channel_split.h) when there is enough work to
+// pay for the hand-off. The split does not change any sum's order: results are the same for
+// every thread count. Batch norm's kernels: src/ops/cpu/batch_norm.cpp.
 #include <algorithm>
 #include <limits>
 
-#include "lockstep/core/parallel.h"
+#include "ops/cpu/channel_split.h"
 #include "ops/pool_norm_kernels.h"
 
 namespace lockstep::kernels::cpu {
@@ -16,22 +16,7 @@ namespace lockstep::kernels::cpu {
 namespace {
 
 namespace sh = ::lockstep::kernels::shared;
-
-// Below this many element visits a kernel runs on the calling thread alone.
-constexpr std::int64_t kParallelWork = std::int64_t{1} << 16;
-
-// f(begin, end) over [0, items), in contiguous ranges, one per helper when work pays.
-template <class F>
-void split(std::int64_t items, std::int64_t work, const F& f) {
-  const int threads = get_num_threads();
-  const std::int64_t parts = std::min<std::int64_t>(threads, items);
-  if (parts <= 1 || work < kParallelWork) {
-    if (items > 0) f(std::int64_t{0}, items);
-    return;
-  }
-  parallel_run(static_cast<int>(parts),
-               [&](int i) { f(items * i / parts, items * (i + 1) / parts); });
-}
+using detail::split;
 
 std::int64_t window_work(const PoolGeom& g) {
   return g.planes * g.out_h * g.out_w * std::max<std::int64_t>(g.k_h * g.k_w, 1);
@@ -58,19 +43,6 @@ void each_input(const PoolGeom& g, std::int64_t work, const F& one) {
 }  // namespace
 
 namespace {
-
-// Σ f(i) for i in [0, count) in double, in 8 interleaved partial sums added pairwise at the end:
-// one fixed order (so the same bits on every thread count) that keeps 8 additions in flight
-// instead of one dependency chain.
-template <class F>
-inline double sum8(std::int64_t count, const F& f) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::int64_t i = 0;
-  for (; i + 8 <= count; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += f(i + l);
-  for (int l = 0; i < count; ++i, ++l) acc[l] += f(i);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
 
 // Without padding every window lies inside the image (floor mode), so the bounds of
 // sh::max_pool_one need no clamping: the same comparisons in the same order (row-major, greater
@@ -184,109 +156,13 @@ void adaptive_avg_pool2d_backward(const T* gy, T* gx, const PoolGeom& g) {
   });
 }
 
-// ---- batch norm: channels split over the team; each channel's sums in (n, spatial) order ------
-
-template <class T>
-void batch_norm_train_stats(const T* x, const BnGeom& g, double eps, double momentum,
-                            T* running_mean, T* running_var, double* mean, double* invstd) {
-  const double m = static_cast<double>(g.n * g.spatial);
-  split(g.c, g.n * g.c * g.spatial * 2, [&](std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t c = c0; c < c1; ++c) {
-      double sum = 0;
-      for (std::int64_t n = 0; n < g.n; ++n) {
-        const T* row = x + (n * g.c + c) * g.spatial;
-        sum += sum8(g.spatial, [row](std::int64_t s) { return static_cast<double>(row[s]); });
-      }
-      const double mu = sum / m;
-      double var_sum = 0;
-      for (std::int64_t n = 0; n < g.n; ++n) {
-        const T* row = x + (n * g.c + c) * g.spatial;
-        var_sum += sum8(g.spatial, [row, mu](std::int64_t s) {
-          const double d = static_cast<double>(row[s]) - mu;
-          return d * d;
-        });
-      }
-      mean[c] = mu;
-      invstd[c] = sh::bn_invstd(var_sum / m, eps);
-      if (running_mean)
-        running_mean[c] =
-            static_cast<T>(sh::bn_running(static_cast<double>(running_mean[c]), mu, momentum));
-      if (running_var)
-        running_var[c] = static_cast<T>(
-            sh::bn_running(static_cast<double>(running_var[c]), var_sum / (m - 1), momentum));
-    }
-  });
-}
-
-template <class T>
-void batch_norm_eval_stats(const T* running_mean, const T* running_var, const BnGeom& g, double eps,
-                           double* mean, double* invstd) {
-  for (std::int64_t c = 0; c < g.c; ++c) {
-    mean[c] = static_cast<double>(running_mean[c]);
-    invstd[c] = sh::bn_invstd(static_cast<double>(running_var[c]), eps);
-  }
-}
-
-template <class T>
-void batch_norm_apply(const T* x, const double* mean, const double* invstd, const T* w, const T* b,
-                      const BnGeom& g, T* y) {
-  split(g.c, g.n * g.c * g.spatial, [&](std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t c = c0; c < c1; ++c) {
-      T alpha, beta;
-      sh::bn_affine_coeffs(mean[c], invstd[c], w, b, c, alpha, beta);
-      for (std::int64_t n = 0; n < g.n; ++n) {
-        const std::int64_t base = (n * g.c + c) * g.spatial;
-        for (std::int64_t s = 0; s < g.spatial; ++s)
-          y[base + s] = sh::bn_apply_one(x[base + s], alpha, beta);
-      }
-    }
-  });
-}
-
-template <class T>
-void batch_norm_backward(const T* dy, const T* x, const double* mean, const double* invstd,
-                         const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db) {
-  const double m = static_cast<double>(g.n * g.spatial);
-  split(g.c, g.n * g.c * g.spatial * 2, [&](std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t c = c0; c < c1; ++c) {
-      double sum = 0, dot = 0;
-      const double mu = mean[c];
-      for (std::int64_t n = 0; n < g.n; ++n) {
-        const T* d = dy + (n * g.c + c) * g.spatial;
-        const T* xr = x + (n * g.c + c) * g.spatial;
-        sum += sum8(g.spatial, [d](std::int64_t s) { return static_cast<double>(d[s]); });
-        dot += sum8(g.spatial, [d, xr, mu](std::int64_t s) {
-          return static_cast<double>(d[s]) * (static_cast<double>(xr[s]) - mu);
-        });
-      }
-      if (dw) dw[c] = static_cast<T>(dot * invstd[c]);
-      if (db) db[c] = static_cast<T>(sum);
-      if (!dx) continue;
-      const auto q = sh::bn_grad_coeffs<T>(mean[c], invstd[c], sum, dot, m, w, c, training);
-      for (std::int64_t n = 0; n < g.n; ++n) {
-        const std::int64_t base = (n * g.c + c) * g.spatial;
-        for (std::int64_t s = 0; s < g.spatial; ++s)
-          dx[base + s] = sh::bn_grad_one(dy[base + s], x[base + s], q, training);
-      }
-    }
-  });
-}
-
 #define LOCKSTEP_INSTANTIATE(T)                                                                    \
   template void max_pool2d<T>(const T*, T*, std::int64_t*, const PoolGeom&);                       \
   template void max_pool2d_backward<T>(const T*, const std::int64_t*, T*, const PoolGeom&);        \
   template void avg_pool2d<T>(const T*, T*, const PoolGeom&);                                      \
   template void avg_pool2d_backward<T>(const T*, T*, const PoolGeom&);                             \
   template void adaptive_avg_pool2d<T>(const T*, T*, const PoolGeom&);                             \
-  template void adaptive_avg_pool2d_backward<T>(const T*, T*, const PoolGeom&);                    \
-  template void batch_norm_train_stats<T>(const T*, const BnGeom&, double, double, T*, T*,         \
-                                          double*, double*);                                       \
-  template void batch_norm_eval_stats<T>(const T*, const T*, const BnGeom&, double, double*,       \
-                                         double*);                                                 \
-  template void batch_norm_apply<T>(const T*, const double*, const double*, const T*, const T*,    \
-                                    const BnGeom&, T*);                                            \
-  template void batch_norm_backward<T>(const T*, const T*, const double*, const double*, const T*, \
-                                       const BnGeom&, bool, T*, T*, T*);
+  template void adaptive_avg_pool2d_backward<T>(const T*, T*, const PoolGeom&);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
 #undef LOCKSTEP_INSTANTIATE

@@ -1,11 +1,7 @@
-// The CUDA kernels of the pools and batch norm (src/ops/cuda_pool_norm_ops.h), on the shared
-// bodies of src/ops/pool_norm_bodies.h, launched on the device's compute stream:
-//   - pools: one thread per output element (forward) or input element (backward, the gather
-//     form: no atomics), grid-stride over all planes; bit for bit the fast CPU kernels;
-//   - batch norm: one block of kThreads threads per channel for the statistics and for the
-//     backward (each thread sums a strided slice of the channel in index order in double, then
-//     a fixed shared-memory tree: the same bits on every run), and a grid-stride kernel for the
-//     normalization.
+// The CUDA kernels of the pools (src/ops/cuda_pool_norm_ops.h), on the shared bodies of
+// src/ops/pool_norm_bodies.h, launched on the device's compute stream: one thread per output
+// element (forward) or input element (backward, the gather form: no atomics), grid-stride over
+// all planes; bit for bit the fast CPU kernels. Batch norm's kernels: src/ops/cuda/batch_norm.cu.
 #include <cuda_runtime.h>
 
 #include "cuda/check.h"
@@ -75,114 +71,6 @@ __global__ void adaptive_avg_backward_kernel(const T* gy, T* gx, PoolGeom g, std
   }
 }
 
-// ---- batch norm -------------------------------------------------------------------------------
-
-// Element j (0 <= j < n·spatial) of channel c.
-__device__ inline std::int64_t bn_offset(const BnGeom& g, std::int64_t c, std::int64_t j) {
-  const std::int64_t n = j / g.spatial, s = j - n * g.spatial;
-  return (n * g.c + c) * g.spatial + s;
-}
-
-// Σ of every thread's `v` over the block (kThreads threads), the same fixed tree every run;
-// every thread gets the total. `s` is kThreads doubles of shared memory.
-__device__ inline double block_sum(double v, double* s) {
-  s[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) s[threadIdx.x] = kd::add_rn(s[threadIdx.x], s[threadIdx.x + w]);
-    __syncthreads();
-  }
-  const double total = s[0];
-  __syncthreads();  // s may be reused right after
-  return total;
-}
-
-template <class T>
-__global__ void bn_train_stats_kernel(const T* x, BnGeom g, double eps, double momentum,
-                                      T* running_mean, T* running_var, double* mean,
-                                      double* invstd) {
-  __shared__ double s[kThreads];
-  const std::int64_t c = blockIdx.x, m = g.n * g.spatial;
-  double sum = 0;
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads)
-    sum = kd::add_rn(sum, static_cast<double>(x[bn_offset(g, c, j)]));
-  const double mu = kd::div_rn(block_sum(sum, s), static_cast<double>(m));
-  double var_sum = 0;
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const double d = kd::sub_rn(static_cast<double>(x[bn_offset(g, c, j)]), mu);
-    var_sum = kd::add_rn(var_sum, kd::mul_rn(d, d));
-  }
-  var_sum = block_sum(var_sum, s);
-  if (threadIdx.x != 0) return;
-  mean[c] = mu;
-  invstd[c] = sh::bn_invstd(kd::div_rn(var_sum, static_cast<double>(m)), eps);
-  if (running_mean)
-    running_mean[c] =
-        static_cast<T>(sh::bn_running(static_cast<double>(running_mean[c]), mu, momentum));
-  if (running_var)
-    running_var[c] =
-        static_cast<T>(sh::bn_running(static_cast<double>(running_var[c]),
-                                      kd::div_rn(var_sum, static_cast<double>(m - 1)), momentum));
-}
-
-template <class T>
-__global__ void bn_eval_stats_kernel(const T* running_mean, const T* running_var, BnGeom g,
-                                     double eps, double* mean, double* invstd) {
-  LOCKSTEP_GRID_STRIDE(c, g.c) {
-    mean[c] = static_cast<double>(running_mean[c]);
-    invstd[c] = sh::bn_invstd(static_cast<double>(running_var[c]), eps);
-  }
-}
-
-template <class T>
-__global__ void bn_apply_kernel(const T* x, const double* mean, const double* invstd, const T* w,
-                                const T* b, BnGeom g, T* y, std::int64_t n) {
-  LOCKSTEP_GRID_STRIDE(i, n) {
-    const std::int64_t c = (i / g.spatial) % g.c;
-    T alpha, beta;
-    sh::bn_affine_coeffs(mean[c], invstd[c], w, b, c, alpha, beta);
-    y[i] = sh::bn_apply_one(x[i], alpha, beta);
-  }
-}
-
-template <class T>
-__global__ void bn_backward_kernel(const T* dy, const T* x, const double* mean,
-                                   const double* invstd, const T* w, BnGeom g, bool training, T* dx,
-                                   T* dw, T* db) {
-  __shared__ double s[kThreads];
-  const std::int64_t c = blockIdx.x, m = g.n * g.spatial;
-  double sum = 0, dot = 0;
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const std::int64_t o = bn_offset(g, c, j);
-    const double d = static_cast<double>(dy[o]);
-    sum = kd::add_rn(sum, d);
-    dot = kd::add_rn(dot, kd::mul_rn(d, kd::sub_rn(static_cast<double>(x[o]), mean[c])));
-  }
-  sum = block_sum(sum, s);
-  dot = block_sum(dot, s);
-  if (threadIdx.x == 0) {
-    if (dw) dw[c] = static_cast<T>(kd::mul_rn(dot, invstd[c]));
-    if (db) db[c] = static_cast<T>(sum);
-  }
-  if (!dx) return;
-  const auto q =
-      sh::bn_grad_coeffs<T>(mean[c], invstd[c], sum, dot, static_cast<double>(m), w, c, training);
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const std::int64_t o = bn_offset(g, c, j);
-    dx[o] = sh::bn_grad_one(dy[o], x[o], q, training);
-  }
-}
-
-// One block per channel.
-template <class Kernel, class... Args>
-void launch_per_channel(const char* name, std::int64_t channels, Exec exec, Kernel kernel,
-                        Args... args) {
-  if (channels <= 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  kernel<<<static_cast<unsigned>(channels), kThreads, 0, exec.stream>>>(args...);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, name);
-}
-
 std::int64_t outputs(const PoolGeom& g) { return g.planes * g.out_h * g.out_w; }
 std::int64_t inputs(const PoolGeom& g) { return g.planes * g.in_h * g.in_w; }
 
@@ -220,50 +108,13 @@ void adaptive_avg_pool2d_backward(const T* gy, T* gx, const PoolGeom& g, int dev
                adaptive_avg_backward_kernel<T>, gy, gx, g, inputs(g));
 }
 
-template <class T>
-void batch_norm_train_stats(const T* x, const BnGeom& g, double eps, double momentum,
-                            T* running_mean, T* running_var, double* mean, double* invstd,
-                            int device) {
-  if (g.n * g.spatial == 0) return;
-  launch_per_channel("batch_norm_train_stats", g.c, on_device(device), bn_train_stats_kernel<T>, x,
-                     g, eps, momentum, running_mean, running_var, mean, invstd);
-}
-template <class T>
-void batch_norm_eval_stats(const T* running_mean, const T* running_var, const BnGeom& g, double eps,
-                           double* mean, double* invstd, int device) {
-  kd::launch_n("batch_norm_eval_stats", g.c, on_device(device), bn_eval_stats_kernel<T>,
-               running_mean, running_var, g, eps, mean, invstd);
-}
-template <class T>
-void batch_norm_apply(const T* x, const double* mean, const double* invstd, const T* w, const T* b,
-                      const BnGeom& g, T* y, int device) {
-  const std::int64_t n = g.n * g.c * g.spatial;
-  kd::launch_n("batch_norm_apply", n, on_device(device), bn_apply_kernel<T>, x, mean, invstd, w, b,
-               g, y, n);
-}
-template <class T>
-void batch_norm_backward(const T* dy, const T* x, const double* mean, const double* invstd,
-                         const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db,
-                         int device) {
-  launch_per_channel("batch_norm_backward", g.c, on_device(device), bn_backward_kernel<T>, dy, x,
-                     mean, invstd, w, g, training, dx, dw, db);
-}
-
 #define LOCKSTEP_INSTANTIATE(T)                                                                    \
   template void max_pool2d<T>(const T*, T*, std::int64_t*, const PoolGeom&, int);                  \
   template void max_pool2d_backward<T>(const T*, const std::int64_t*, T*, const PoolGeom&, int);   \
   template void avg_pool2d<T>(const T*, T*, const PoolGeom&, int);                                 \
   template void avg_pool2d_backward<T>(const T*, T*, const PoolGeom&, int);                        \
   template void adaptive_avg_pool2d<T>(const T*, T*, const PoolGeom&, int);                        \
-  template void adaptive_avg_pool2d_backward<T>(const T*, T*, const PoolGeom&, int);               \
-  template void batch_norm_train_stats<T>(const T*, const BnGeom&, double, double, T*, T*,         \
-                                          double*, double*, int);                                  \
-  template void batch_norm_eval_stats<T>(const T*, const T*, const BnGeom&, double, double*,       \
-                                         double*, int);                                            \
-  template void batch_norm_apply<T>(const T*, const double*, const double*, const T*, const T*,    \
-                                    const BnGeom&, T*, int);                                       \
-  template void batch_norm_backward<T>(const T*, const T*, const double*, const double*, const T*, \
-                                       const BnGeom&, bool, T*, T*, T*, int);
+  template void adaptive_avg_pool2d_backward<T>(const T*, T*, const PoolGeom&, int);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
 #undef LOCKSTEP_INSTANTIATE

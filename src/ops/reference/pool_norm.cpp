@@ -208,6 +208,58 @@ void batch_norm_backward(const T* dy, const T* x, const double* mean, const doub
   }
 }
 
+template <class T>
+void batch_norm_stats(const T* x, const BnGeom& g, double* mean, double* var) {
+  const double m = static_cast<double>(g.n * g.spatial);
+  for (std::int64_t c = 0; c < g.c; ++c) {
+    double sum = 0;
+    for (std::int64_t n = 0; n < g.n; ++n)
+      for (std::int64_t s = 0; s < g.spatial; ++s) sum += static_cast<double>(at(x, g, n, c, s));
+    const double mu = sum / m;
+    double var_sum = 0;
+    for (std::int64_t n = 0; n < g.n; ++n)
+      for (std::int64_t s = 0; s < g.spatial; ++s) {
+        const double d = static_cast<double>(at(x, g, n, c, s)) - mu;
+        var_sum += d * d;
+      }
+    mean[c] = mu;
+    var[c] = var_sum / m;
+  }
+}
+
+template <class T>
+void batch_norm_backward_reduce(const T* dy, const T* x, const double* mean, const BnGeom& g,
+                                double* sum_dy, double* dot) {
+  for (std::int64_t c = 0; c < g.c; ++c) {
+    double sum = 0, d_x = 0;
+    for (std::int64_t n = 0; n < g.n; ++n)
+      for (std::int64_t s = 0; s < g.spatial; ++s) {
+        const double d = static_cast<double>(at(dy, g, n, c, s));
+        sum += d;
+        d_x += d * (static_cast<double>(at(x, g, n, c, s)) - mean[c]);
+      }
+    sum_dy[c] = sum;
+    dot[c] = d_x;
+  }
+}
+
+template <class T>
+void batch_norm_backward_elemt(const T* dy, const T* x, const double* mean, const double* invstd,
+                               const T* w, const double* sum_dy, const double* dot, double count,
+                               const BnGeom& g, T* dx) {
+  for (std::int64_t c = 0; c < g.c; ++c) {
+    const T scale = static_cast<T>(invstd[c] * (w ? static_cast<double>(w[c]) : 1.0));
+    const T mu = static_cast<T>(mean[c]);
+    const T k = static_cast<T>(dot[c] * invstd[c] * invstd[c] / count);
+    const T grad_mean = static_cast<T>(sum_dy[c] / count);
+    for (std::int64_t n = 0; n < g.n; ++n)
+      for (std::int64_t s = 0; s < g.spatial; ++s) {
+        const std::int64_t i = (n * g.c + c) * g.spatial + s;
+        dx[i] = (dy[i] - grad_mean - (x[i] - mu) * k) * scale;
+      }
+  }
+}
+
 #define LOCKSTEP_INSTANTIATE(T)                                                                    \
   template void max_pool2d<T>(const T*, T*, std::int64_t*, const PoolGeom&);                       \
   template void max_pool2d_backward<T>(const T*, const std::int64_t*, T*, const PoolGeom&);        \
@@ -222,7 +274,13 @@ void batch_norm_backward(const T* dy, const T* x, const double* mean, const doub
   template void batch_norm_apply<T>(const T*, const double*, const double*, const T*, const T*,    \
                                     const BnGeom&, T*);                                            \
   template void batch_norm_backward<T>(const T*, const T*, const double*, const double*, const T*, \
-                                       const BnGeom&, bool, T*, T*, T*);
+                                       const BnGeom&, bool, T*, T*, T*);                           \
+  template void batch_norm_stats<T>(const T*, const BnGeom&, double*, double*);                    \
+  template void batch_norm_backward_reduce<T>(const T*, const T*, const double*, const BnGeom&,    \
+                                              double*, double*);                                   \
+  template void batch_norm_backward_elemt<T>(const T*, const T*, const double*, const double*,     \
+                                             const T*, const double*, const double*, double,       \
+                                             const BnGeom&, T*);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
 #undef LOCKSTEP_INSTANTIATE

@@ -40,9 +40,10 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
   // Across ranks (DistributedDataParallel's begin_step): the loss is weighted by the global
   // count, row i of this rank's batch is row row_offset + i of the global batch (dropout masks
   // are keyed by that global index), and a rank that joined follows the others' no_sync()
-  // setting with an empty batch.
-  const GlobalStep g = begin_step(
-      {static_cast<std::int64_t>(n), static_cast<std::int64_t>(total), batch, require_sync_});
+  // setting with an empty batch (under a module that runs collectives, one shaped like the last
+  // batch it trained on, which begin_step remembers from `inputs` and `target`).
+  const GlobalStep g = begin_step({static_cast<std::int64_t>(n), static_cast<std::int64_t>(total),
+                                   batch, require_sync_, &inputs, &target});
   if (g.done) return scalar_tensor(std::nan(""), master_.buffer.options());
   total = g.count;
   const std::int64_t row_offset = g.row_offset;

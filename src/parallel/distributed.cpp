@@ -39,26 +39,6 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   broadcast_state(0);
 }
 
-void DistributedDataParallel::join() {
-  joined_ = true;
-  all_joined_ = false;
-  const Tensor x = zeros({0});
-  const Tensor y = zeros({0}, kInt64);
-  const LossFn none = [](const Tensor&, const Tensor&) -> Tensor {
-    throw Error("internal: a joined rank computed a loss");
-  };
-  try {
-    while (!all_joined_) forward_backward(x, y, none);
-  } catch (...) {
-    joined_ = false;
-    all_joined_ = false;
-    throw;
-  }
-  joined_ = false;
-  all_joined_ = false;
-  broadcast_state(last_active_rank_);
-}
-
 void DistributedDataParallel::broadcast_state(int root) {
   if (world_size() == 1) return;
   NoGradGuard no_grad;
@@ -96,36 +76,40 @@ bool DistributedDataParallel::buffer_sync_due() const {
 }
 
 DataParallel::GlobalStep DistributedDataParallel::begin_step(const LocalStep& mine) {
-  // One all_gather of (pieces, count, active, sync, samples) per rank.
+  remember_shadow(mine);
+  // One all_gather of (pieces, count, active, sync, samples, shadow known) per rank: the last
+  // says whether a joined rank knows the shape of its shadow steps (distributed_join.cpp).
   auto& group = *process_group();
   const int world = group.size();
-  const std::int64_t v[5] = {mine.pieces, mine.count, joined_ ? 0 : 1, mine.sync ? 1 : 0,
-                             mine.samples};
-  Tensor in = tensor(std::span<const std::int64_t>(v, 5));
+  const std::int64_t v[6] = {mine.pieces,       mine.count,   joined_ ? 0 : 1,
+                             mine.sync ? 1 : 0, mine.samples, has_shadow_ ? 1 : 0};
+  Tensor in = tensor(std::span<const std::int64_t>(v, 6));
   std::vector<Tensor> out;
-  for (int r = 0; r < world; ++r) out.push_back(zeros({5}, kInt64));
+  for (int r = 0; r < world; ++r) out.push_back(zeros({6}, kInt64));
   group.all_gather(out, in);
   GlobalStep g;
   int first_active = -1;
   std::string sync_on, sync_off;  // the active ranks inside and outside no_sync()
-  std::string joined;             // the ranks in join()
+  std::string joined, unshaped;   // the ranks in join(), and those without a shadow shape
+  auto add = [](std::string& list, int r) {
+    if (!list.empty()) list += ",";
+    list += std::to_string(r);
+  };
   for (int r = 0; r < world; ++r) {
     const auto w = out[static_cast<std::size_t>(r)].to_vector<std::int64_t>();
     g.rank_pieces.push_back(w[0]);
     g.count += static_cast<double>(w[1]);
     if (r < group.rank()) g.row_offset += w[4];
     if (!w[2]) {
-      if (!joined.empty()) joined += ",";
-      joined += std::to_string(r);
+      add(joined, r);
+      if (!w[5]) add(unshaped, r);
       continue;
     }
     if (first_active < 0) {
       first_active = r;
       g.sync = w[3] != 0;
     }
-    std::string& list = w[3] ? sync_on : sync_off;
-    if (!list.empty()) list += ",";
-    list += std::to_string(r);
+    add(w[3] ? sync_on : sync_off, r);
   }
   if (!sync_on.empty() && !sync_off.empty())
     throw ValueError("DistributedDataParallel: ranks disagree on no_sync() in this step (ranks " +
@@ -136,14 +120,10 @@ DataParallel::GlobalStep DistributedDataParallel::begin_step(const LocalStep& mi
     g.done = true;
     return g;
   }
-  // A joined rank runs no forward, so a collective inside the others' forward or backward would
-  // wait for it forever; PyTorch's DDP.join() does not support such modules either. Every rank
-  // sees the same gathered flags, so every rank throws.
-  if (!joined.empty() && module_->runs_collectives())
-    throw ValueError("DistributedDataParallel: rank(s) " + joined +
-                     " called join() but the module runs collectives in forward or backward "
-                     "(nn::Module::runs_collectives(), e.g. SyncBatchNorm), which a joined rank "
-                     "cannot shadow: give every rank the same number of batches");
+  // A joined rank shadows a module that runs collectives by running its replicas on 0 rows,
+  // which needs a shape and no deterministic mode; every rank sees the same gathered flags, so
+  // where it cannot, every rank throws.
+  if (!joined.empty() && module_->runs_collectives()) check_shadowable(joined, unshaped);
   last_active_rank_ = first_active;
   // Buffers, PyTorch's gate (distributed.h): from the lowest active rank, before the forward.
   if (buffer_sync_due()) broadcast_buffers_from(first_active);

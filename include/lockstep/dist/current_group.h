@@ -27,7 +27,9 @@ namespace lockstep::dist {
 /// part of its group (ProcessGroup::abort): its siblings on this rank throw DistError from the
 /// collective they wait in, and the step rethrows the first error; other ranks' replicas wait
 /// for the MPI group's timeout. On GPUs (NCCL) nothing aborts: siblings wait. Under
-/// DistributedDataParallel::join() such a module is refused (distributed.h).
+/// DistributedDataParallel::join() a joined rank's replicas take part in each shadow step on 0
+/// rows shaped like its last batch; join() is refused (ValueError on every rank) when a joined
+/// rank never trained a batch, and in deterministic mode (distributed.h, "Uneven inputs").
 ProcessGroup* current_group();
 
 /// RAII: installs `group` (may be null) for the calling thread; restores the previous one.

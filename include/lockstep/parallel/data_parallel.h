@@ -305,6 +305,10 @@ class DataParallel : public nn::Module {
     std::int64_t count = 0;    // terms the local loss averages over
     std::int64_t samples = 0;  // rows of the local batch
     bool sync = true;          // require_backward_grad_sync()
+    // The local batch itself (the reducer path sets them): DistributedDataParallel remembers its
+    // shapes for join()'s shadow steps under a module that runs collectives.
+    const nn::Args* inputs = nullptr;
+    const Tensor* target = nullptr;
   };
   struct GlobalStep {
     double count = 0;             // terms the step's mean loss averages over (all ranks)

@@ -63,23 +63,34 @@
 // join(); until every rank has joined it shadows the others' steps, contributing zero gradient to
 // every collective, so no rank hangs. When all have joined, the parameters and buffers of the
 // lowest rank that took part in the last real step are broadcast to all (PyTorch's
-// _sync_final_model), so every rank ends bit-identical. Every rank must call join() once after
-// its last forward_backward() (optimizer state of a rank that joined early is not updated while
-// it shadows, as in PyTorch). forward()+backward() does not take part in join. A module that runs
-// collectives inside forward or backward (nn::Module::runs_collectives(): SyncBatchNorm) cannot
-// be shadowed: a step where some rank has joined throws ValueError on every rank (PyTorch's
-// DDP.join() does not support such modules either).
+// _sync_final_model), so every rank ends bit-identical. Every rank must call join() once after its
+// last forward_backward() (optimizer state of a rank that joined early is not updated while it
+// shadows, as in PyTorch). forward()+backward() does not take part in join. A shadow step counts 0
+// samples, so the active ranks' gradient is the mean over their own samples of the step (the global
+// count gathered at its start), as if the joined rank were absent. A shadow step runs no forward,
+// except under a module that runs collectives inside forward or backward
+// (nn::Module::runs_collectives(): SyncBatchNorm), whose replicas on the other ranks wait for this
+// rank's: there the joined rank's replicas run each shadow step on 0 rows, shaped like the last
+// batch this rank trained with forward_backward() (each tensor argument's shape with dim 0 = 0, its
+// dtype and device; plain arguments as given; the target likewise), exactly as a replica without
+// rows does (a forward, then a backward of zeros), so they meet every collective and add nothing to
+// any sum; what their forward does to this rank's buffers is overwritten by join()'s final
+// broadcast (and by the steps' broadcasts, broadcast_buffers). (PyTorch's DDP.join() does not
+// shadow such modules.) ValueError on every rank, in the first step where some rank has joined,
+// when a joined rank never trained a batch since construction (no shape to shadow with), and in
+// deterministic mode, whose shard group needs a shard on every rank in every step.
 //
 // Collectives inside the module (dist::current_group(), current_group.h): the group spans every
 // replica of every rank, and every replica runs each step, one without rows (fewer rows than
-// local devices, a rank with an empty batch) on 0 rows and one whose targets are all ignored
-// backpropagating zeros, so each meets the others' collectives. forward() under no_grad or
-// eval() exchanges nothing between ranks: in deterministic mode its group is then this rank's
-// shards only.
+// local devices, a rank with an empty batch, a joined rank's shadow step) on 0 rows and one whose
+// targets are all ignored backpropagating zeros, so each meets the others' collectives. forward()
+// under no_grad or eval() exchanges nothing between ranks: in deterministic mode its group is
+// then this rank's shards only.
 //
 // Errors: a collective that fails or waits longer than the process group's timeout throws
 // DistError / TimeoutError (see dist/mpi.h); ValueError when ranks disagree on no_sync() in a
-// step, or when a rank joined under a module that runs collectives.
+// step, or when a rank joined under a module that runs collectives that it cannot shadow (it never
+// trained a batch, or deterministic mode; see "Uneven inputs").
 #pragma once
 
 #include <functional>
@@ -153,7 +164,10 @@ class DistributedDataParallel : public DataParallel {
   int world_size() const { return process_group()->size(); }
 
   /// Call once on every rank after its last forward_backward() of a pass over uneven data (see
-  /// above). Returns when every rank has joined; parameters are then bit-identical on all ranks.
+  /// above). Returns when every rank has joined; parameters and buffers are then bit-identical on
+  /// all ranks. Under a module that runs collectives the shadow steps run this rank's replicas on
+  /// 0 rows shaped like its last batch; ValueError on every rank when a joined rank never trained
+  /// one, or in deterministic mode (see "Uneven inputs"); DistError/TimeoutError from a collective.
   void join();
 
   /// Each rank's share of the last forward_backward()'s loss (weighted by its count / the global
@@ -188,6 +202,12 @@ class DistributedDataParallel : public DataParallel {
   // the flag's update after it: true after a synced training forward, false after one inside
   // no_sync() (PyTorch's require_forward_param_sync).
   bool buffer_sync_due() const;
+  // join()'s shadow steps under a module that runs collectives (distributed_join.cpp): remembers
+  // the 0-row version of a real step's batch (mine.inputs, mine.target); and the ValueError of a
+  // step where ranks `joined` (comma-separated) cannot shadow such a module: in deterministic
+  // mode, or when ranks `unshaped` (of those) never trained a batch.
+  void remember_shadow(const LocalStep& mine);
+  void check_shadowable(const std::string& joined, const std::string& unshaped) const;
 
   bool broadcast_buffers_ = true;
   bool forward_param_sync_ = true;
@@ -197,6 +217,11 @@ class DistributedDataParallel : public DataParallel {
   bool all_joined_ = false;
   int last_active_rank_ = 0;
   std::vector<double> rank_losses_;
+  // The shadow batch (remember_shadow): the last trained batch's arguments and target with 0 rows
+  // each; has_shadow_ once a batch was trained under a module that runs collectives.
+  nn::Args shadow_inputs_;
+  Tensor shadow_target_;
+  bool has_shadow_ = false;
 };
 
 }  // namespace lockstep::parallel

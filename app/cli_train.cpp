@@ -11,7 +11,9 @@ namespace lockstep::app {
 
 void add_train_command(CLI::App& app, CliOptions& options) {
   CLI::App* train =
-      app.add_subcommand("train", "Train an MLP classifier data-parallel over the given devices");
+      app.add_subcommand("train",
+                         "Train a classifier (an MLP, a layer list such as the cnn preset, "
+                         "or resnet20) data-parallel over the given devices");
   TrainOptions& c = options.train;
   add_data_flags(*train, c.data);
   add_model_flags(*train, c.model);
@@ -84,6 +86,22 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                   "Bit-identical weights for any number of devices: fixed-size shards summed in "
                   "a fixed tree (slower)" +
                       dflt("off"));
+  // --sync-bn / --no-sync-bn: the last one given wins (read from the parse order in the
+  // callback below), so a flag appended to scripts/run.sh's overrides the script's.
+  const std::string sync_bn_help =
+      "Every BatchNorm of the model becomes a SyncBatchNorm (convert_sync_batchnorm): training "
+      "statistics over the whole global batch, on every device and rank; state_dict keys "
+      "unchanged. No effect on a model without BatchNorm" +
+      dflt(
+          "automatic: SyncBatchNorm when more than one device or rank trains or with "
+          "--deterministic, else BatchNorm (the same on one device)");
+  const std::string no_sync_bn_help =
+      "PyTorch's per-device BatchNorm: each device (and rank) normalizes its own chunk with its "
+      "own statistics, so 1 and N devices train differently; --deterministic then refuses the "
+      "model (exit 2)" +
+      dflt("automatic, see --sync-bn");
+  CLI::Option* sync_bn = train->add_flag("--sync-bn")->description(sync_bn_help);
+  CLI::Option* no_sync_bn = train->add_flag("--no-sync-bn")->description(no_sync_bn_help);
   train
       ->add_option("--precision", c.precision,
                    "Compute precision of training: fp32, or bf16 = torch.autocast(dtype="
@@ -166,9 +184,12 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       "world_size=1\n"
       "Exit status: 0 success, 1 internal error, 2 usage or data error, 3 NaN/Inf training "
       "loss, 4 distributed failure, 130/143 interrupted by SIGINT/SIGTERM.");
-  train->callback([&options, train] {
+  train->callback([&options, train, sync_bn, no_sync_bn] {
     options.command = Command::Train;
     TrainOptions& t = options.train;
+    for (const CLI::Option* opt : train->parse_order())
+      if (opt == sync_bn || opt == no_sync_bn)  // (--sync-bn=false reads as --no-sync-bn)
+        t.sync_bn = opt == sync_bn ? sync_bn->as<bool>() : !no_sync_bn->as<bool>();
     for (const char* flag : {"--momentum", "--dampening", "--nesterov"})
       if (train->count(flag) > 0) t.sgd_flags_given.emplace_back(flag);
     for (const char* flag : {"--betas", "--eps"})

@@ -1,5 +1,5 @@
-// ModelSpec (model_spec.h): --model as an MLP or a layer list, the data shaped for it, and the
-// model built and checked against the data.
+// ModelSpec (model_spec.h): --model as an MLP, a layer list or resnet20, the data shaped for it,
+// and the model built and checked against the data.
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -7,6 +7,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/error.h"
+#include "lockstep/nn/resnet.h"
 #include "lockstep/ops/ops.h"
 #include "model_spec.h"
 
@@ -21,6 +22,7 @@ const char* const kImageLayers[] = {"Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPo
 
 std::string ModelSpec::str() const {
   if (mlp) return mlp->str();
+  if (!network.empty()) return network;
   std::string s;
   for (const LayerSpec& l : layers) {
     if (!s.empty()) s += ' ';
@@ -30,6 +32,7 @@ std::string ModelSpec::str() const {
 }
 
 bool ModelSpec::takes_images() const {
+  if (!network.empty()) return true;
   if (mlp || layers.empty()) return false;
   for (const char* name : kImageLayers)
     if (layers.front().name == name) return true;
@@ -43,6 +46,11 @@ ModelSpec parse_model_spec(const std::string& text) {
     return spec;
   }
   std::string layers = text;
+  if (trim(text) == "resnet20") {
+    spec.network = "resnet20";
+    spec.where = "--model resnet20";
+    return spec;
+  }
   if (trim(text) == "cnn") {
     layers = cnn_layers();
   } else if (!text.empty() && text.front() == '@') {
@@ -64,8 +72,10 @@ ModelSpec parse_model_spec(const std::string& text) {
 void shape_for_model(const ModelSpec& spec, LoadedData& data) {
   if (!spec.takes_images()) return;
   if (data.image_size.size() != 2)
-    throw ValueError(spec.where + ": the first layer (" + spec.layers.front().text +
-                     ") takes images [N, C, H, W], but " + data.train_name +
+    throw ValueError(spec.where + ": " +
+                     (spec.network.empty() ? "the first layer (" + spec.layers.front().text + ")"
+                                           : std::string("its first layer (conv1, a Conv2d)")) +
+                     " takes images [N, C, H, W], but " + data.train_name +
                      " holds rows of features, not images (use image data: fashion-mnist or "
                      "idx:)");
   const std::int64_t h = data.image_size[0], w = data.image_size[1];
@@ -74,17 +84,66 @@ void shape_for_model(const ModelSpec& spec, LoadedData& data) {
   if (data.has_validation()) data.val_x = reshape(data.val_x, {data.val_x.size(0), c, h, w});
 }
 
-std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOptions& options,
-                                           const LoadedData& data, int copies,
-                                           const std::string& note) {
+long double resnet20_parameters(long double in_channels, long double num_classes) {
+  // conv1 16·C·9; bn1 and the blocks' convolutions and batch norms 271,392 (the stem's bn1 32,
+  // layer1 14,016, layer2 51,648 and layer3 205,696 with their projections); fc 64·K + K.
+  return 271392.0L + 144.0L * in_channels + 65.0L * num_classes;
+}
+
+namespace {
+
+// --model resnet20: nn::resnet20(C, 10) for images [C, H, W], checked against the data before
+// training as a layer list is (classes, then one eval-mode forward of zeros).
+std::shared_ptr<nn::Module> make_resnet20(const ModelSpec& spec, const LoadedData& data, int copies,
+                                          const std::string& note) {
+  const std::int64_t channels = data.train_x.size(1);
+  const std::string images =
+      data.train_x.dim() == 4
+          ? Shape({data.train_x.size(1), data.train_x.size(2), data.train_x.size(3)}).str()
+          : data.train_x.shape().str();
+  if (data.classes != kResnet20Classes)
+    throw ValueError(spec.where + ": its last layer fc (Linear(64, 10)) gives 10 classes, but " +
+                     data.train_name + " has " + std::to_string(data.classes) +
+                     " classes (max label + 1); write a layer list for other class counts");
+  check_model_memory(spec.where,
+                     resnet20_parameters(static_cast<long double>(channels), kResnet20Classes),
+                     copies, note);
+  std::shared_ptr<nn::ResNet> model = nn::resnet20(channels, kResnet20Classes);
+  std::vector<std::int64_t> sample = data.train_x.shape().vec();
+  sample[0] = 2;
+  NoGradGuard no_grad;
+  model->eval();
+  try {
+    model->forward(zeros(Shape(sample)));
+  } catch (const Error& e) {
+    model->train();
+    throw ValueError(spec.where + " does not fit the samples " + images + " of " + data.train_name +
+                     ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    model->train();
+    throw ValueError(spec.where + ": its activations for the samples " + images + " of " +
+                     data.train_name + " do not fit in memory");
+  }
+  model->train();
+  return model;
+}
+
+}  // namespace
+
+std::shared_ptr<nn::Module> make_model(const ModelSpec& spec, const ModelOptions& options,
+                                       const LoadedData& data, int copies,
+                                       const std::string& note) {
   if (spec.mlp) {
     check_mlp_fits(*spec.mlp, data.features, data.classes, data.train_name);
     check_mlp_memory(*spec.mlp, copies, note);
     return make_mlp(*spec.mlp, options.activation, options.dropout);
   }
   if (options.activation != "relu" || options.dropout != 0.0)
-    throw ValueError("--activation and --dropout shape mlp: models only; write the layers "
-                     "(ReLU, Tanh, Dropout(p), ...) into " + spec.where);
+    throw ValueError("--activation and --dropout shape mlp: models only; " +
+                     (spec.network.empty()
+                          ? "write the layers (ReLU, Tanh, Dropout(p), ...) into " + spec.where
+                          : spec.where + " has its own (ReLU, no Dropout)"));
+  if (!spec.network.empty()) return make_resnet20(spec, data, copies, note);
   check_model_memory(spec.where + " (" + std::to_string(spec.layers.size()) + " layers)",
                      parameter_count(spec.layers, spec.where), copies, note);
   auto model = make_layers(spec.layers, spec.where);

@@ -1,6 +1,6 @@
-// `--model`: the `mlp:IN,H1,...,OUT` family and layer lists (layer_spec.h): parsing the spec,
-// checking it against the data, and building the nn::Sequential it names with PyTorch's layout
-// and parameter names.
+// `--model`: the `mlp:IN,H1,...,OUT` family, layer lists (layer_spec.h) and the `resnet20`
+// network: parsing the spec, checking it against the data, and building the model it names with
+// PyTorch's layout and parameter names.
 #pragma once
 
 #include <cstdint>
@@ -64,17 +64,21 @@ void check_activation(const std::string& name);
 std::shared_ptr<nn::Sequential> make_mlp(const MlpSpec& spec, const std::string& activation,
                                          double dropout);
 
-/// A parsed --model: an MLP (`mlp:IN,...,OUT`) or a layer list (layer_spec.h), written on the
+/// A parsed --model: an MLP (`mlp:IN,...,OUT`), a layer list (layer_spec.h), written on the
 /// command line, read from a model file (`@FILE`: the same grammar, `#` comments) or the
-/// preset `cnn` (the main job's CNN, cnn_layers()).
+/// preset `cnn` (the main job's CNN, cnn_layers()), or the preset `resnet20` (a network that is
+/// not a Sequential: nn::resnet20, lockstep/nn/resnet.h).
 struct ModelSpec {
   std::optional<MlpSpec> mlp;
   std::vector<LayerSpec> layers;
+  /// "resnet20" for that preset (then mlp and layers are empty); empty otherwise.
+  std::string network;
   /// Where the layers came from, for messages: "--model" or "--model @FILE".
   std::string where = "--model";
   /// mlp:... or the layers as written, one space apart (recorded in checkpoints).
   std::string str() const;
-  /// Whether the first layer takes images [N, C, H, W] (Conv2d, BatchNorm2d or a 2-d pool).
+  /// Whether the first layer takes images [N, C, H, W] (Conv2d, BatchNorm2d or a 2-d pool;
+  /// resnet20 always).
   bool takes_images() const;
 };
 
@@ -86,13 +90,22 @@ ModelSpec parse_model_spec(const std::string& text);
 /// the IDX images); ValueError naming the data when they are not images (CSV, synthetic).
 void shape_for_model(const ModelSpec& spec, LoadedData& data);
 
+/// The parameter count of nn::resnet20(in_channels, num_classes) from its shape alone:
+/// 271,392 + 144 · in_channels + 65 · num_classes (272,186 for 1 channel and 10 classes).
+long double resnet20_parameters(long double in_channels, long double num_classes);
+
+/// The classes of the `resnet20` preset (fc = Linear(64, 10), as the README's PyTorch class).
+inline constexpr std::int64_t kResnet20Classes = 10;
+
 /// The model `spec` names for `data` (already shaped by shape_for_model), checked first as
 /// check_mlp_fits and check_mlp_memory do (`copies`, `note` as there). A layer list is checked
 /// by one eval-mode forward of a zero sample: ValueError naming the spec and the data when a
 /// layer refuses the data's shape or the output is not [classes]; ValueError when --activation
-/// or --dropout is given with a layer list (they shape MLPs only).
-std::shared_ptr<nn::Sequential> make_model(const ModelSpec& spec, const ModelOptions& options,
-                                           const LoadedData& data, int copies,
-                                           const std::string& note);
+/// or --dropout is given with a layer list or resnet20 (they shape MLPs only). `resnet20` is
+/// nn::resnet20(C, 10) for images [C, H, W] (C from the data): ValueError when the data does not
+/// have 10 classes (max label + 1) or its images do not fit (one eval-mode forward of zeros).
+/// MLPs and layer lists are nn::Sequential, resnet20 an nn::ResNet.
+std::shared_ptr<nn::Module> make_model(const ModelSpec& spec, const ModelOptions& options,
+                                       const LoadedData& data, int copies, const std::string& note);
 
 }  // namespace lockstep::app

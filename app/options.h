@@ -81,6 +81,11 @@ struct TrainOptions {
   bool no_shuffle = false;
   /// DataParallel's deterministic mode: bit-identical weights for any device count.
   bool deterministic = false;
+  /// --sync-bn (true): every BatchNorm of the model becomes a SyncBatchNorm
+  /// (nn::convert_sync_batchnorm before wrapping); --no-sync-bn (false): PyTorch's per-device
+  /// BatchNorm. Unset (automatic): SyncBatchNorm when more than one device or rank trains or
+  /// with --deterministic, plain BatchNorm otherwise (one device: the two are the same).
+  std::optional<bool> sync_bn;
   /// fp32 | bf16: bf16 runs each training step's forward and loss under an AutocastGuard
   /// (lockstep/ops/autocast.h: bf16 Linear layers, fp32 master weights and optimizer state) on
   /// every device, replica and rank; validation stays fp32.

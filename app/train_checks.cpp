@@ -1,5 +1,5 @@
-// `lockstep train`: the flag combinations and output paths refused before training (see
-// trainer.h).
+// `lockstep train`: the flag combinations and output paths refused before training, and the
+// BatchNorm mode (--sync-bn / --no-sync-bn) a run resolves (see trainer.h).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -74,6 +74,63 @@ void check_output_dir(const std::string& flag, const std::string& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw IoError(flag + " " + dir + ": not a directory");
+}
+
+bool sync_batchnorm(const TrainOptions& o, std::int64_t replicas) {
+  if (o.sync_bn) return *o.sync_bn;
+  return replicas > 1 || o.deterministic;
+}
+
+std::string batchnorm_line(const TrainOptions& o, bool sync, std::int64_t layers,
+                           std::size_t devices, int world) {
+  if (layers == 0) return "";
+  const std::int64_t replicas = static_cast<std::int64_t>(devices) * world;
+  auto count = [](std::int64_t n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  std::string over = world == 1 ? count(static_cast<std::int64_t>(devices), "device")
+                     : devices == 1
+                         ? count(world, "rank")
+                         : count(replicas, "replica") + ", " + count(world, "rank") + " x " +
+                               count(static_cast<std::int64_t>(devices), "device");
+  const std::string n = count(layers, "layer");
+  if (sync) {
+    std::string why;
+    if (o.deterministic)
+      why =
+          "statistics of the whole global batch, bit-identical for every device count: "
+          "--deterministic";
+    else if (replicas > 1)
+      why = "statistics of the whole global batch";
+    else
+      why = "the whole batch's statistics, the same as BatchNorm on one device";
+    return "batchnorm: SyncBatchNorm over " + over + " (" + n + "; " + why + ")";
+  }
+  if (replicas > 1)
+    return "batchnorm: BatchNorm per device over " + over + " (" + n +
+           "; --no-sync-bn: each device normalizes its own chunk, as PyTorch's DataParallel and "
+           "DistributedDataParallel)";
+  return "batchnorm: BatchNorm on " + over + " (" + n + "; the whole batch's statistics" +
+         (o.sync_bn ? "; --no-sync-bn" : "") + ")";
+}
+
+void check_shards_per_rank(const TrainOptions& o, std::int64_t samples, int world,
+                           std::int64_t shard_size) {
+  auto refuse = [&](std::int64_t batch, const std::string& which) {
+    const std::int64_t shards = (batch + shard_size - 1) / shard_size;
+    if (shards >= world) return;
+    throw ValueError(
+        "--deterministic with SyncBatchNorm over " + std::to_string(world) + " ranks: " + which +
+        " of " + std::to_string(batch) + " samples makes " + std::to_string(shards) + " shard" +
+        (shards == 1 ? "" : "s") + " of " + std::to_string(shard_size) +
+        ", fewer than the ranks, and every rank needs a shard in "
+        "every step (its collectives must meet every rank); give every batch at least " +
+        std::to_string(static_cast<std::int64_t>(world - 1) * shard_size + 1) +
+        " samples (--batch-size, and the epoch's last batch: the training rows modulo "
+        "--batch-size), run fewer ranks, or leave --deterministic off");
+  };
+  if (samples >= o.batch_size) refuse(o.batch_size, "--batch-size");
+  if (samples % o.batch_size != 0) refuse(samples % o.batch_size, "the last batch of each epoch");
 }
 
 }  // namespace lockstep::app

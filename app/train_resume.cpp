@@ -45,6 +45,8 @@ std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
   add("--deterministic", o.deterministic ? "on" : "off");
   // Only when not the default, so checkpoints written before the flag existed still resume.
   if (o.precision != "fp32") add("--precision", o.precision);
+  // Only when given (the automatic choice follows the devices, which a resumed run may change).
+  if (o.sync_bn) add("--sync-bn", *o.sync_bn ? "on" : "off");
   return f;
 }
 
@@ -66,7 +68,7 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
   for (const std::string& line : b)
     if (std::find(a.begin(), a.end(), line) == a.end()) {
       const std::string key = line.substr(0, line.find('=') + 1);
-      std::string was = "(not set)";
+      std::string was = key == "--sync-bn=" ? "(not set: automatic)" : "(not set)";
       for (const std::string& s : a)
         if (s.rfind(key, 0) == 0) was = s;
       diff = line + " but the checkpoint has " + was;
@@ -78,6 +80,7 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
       const std::string key = line.substr(0, line.find('=') + 1);
       std::string is = "(not set)";
       if (key == "--precision=") is = "--precision=fp32 (the default)";
+      if (key == "--sync-bn=") is = "--sync-bn not given (automatic)";
       for (const std::string& s : b)
         if (s.rfind(key, 0) == 0) is = s;
       diff = is + " but the checkpoint has " + line;

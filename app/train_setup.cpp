@@ -41,6 +41,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const Re
                                                             .weight_decay = r.weight_decay});
 }
 
+// How many BatchNorm layers (BatchNorm1d / BatchNorm2d, synchronized or not) `m`'s tree holds.
+std::int64_t count_batchnorms(const nn::Module& m) {
+  std::int64_t n = dynamic_cast<const nn::BatchNormBase*>(&m) != nullptr ? 1 : 0;
+  for (const auto& [name, child] : m.named_children())
+    if (child) n += count_batchnorms(*child);
+  return n;
+}
+
 }  // namespace
 
 void Trainer::setup() {
@@ -82,8 +90,19 @@ void Trainer::setup() {
                           ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                           : "");
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
+  // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every
+  // BatchNorm synchronizes its training statistics over the wrapper's replicas. In place, before
+  // wrapping (the replicas are clones); state_dict keys stay PyTorch's, so --init above and
+  // --save / checkpoints are the same files either way.
+  const std::int64_t replicas = static_cast<std::int64_t>(r_.devices.size()) * dist_.world;
+  const std::int64_t batchnorms = count_batchnorms(*model_);
+  r_.sync_bn = sync_batchnorm(o_, replicas);
+  if (r_.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(model_);
   fingerprint_ = flags_fingerprint(o_, r_);
   if (dist_.world > 1) check_same_setup_on_every_rank();
+  if (r_.sync_bn && batchnorms > 0 && o_.deterministic && dist_.world > 1)
+    check_shards_per_rank(o_, data_.train_x.size(0), dist_.world,
+                          parallel::DataParallelOptions{}.shard_size);
 
   if (dist_.group) {
     parallel::DistributedDataParallelOptions ddp_options;
@@ -121,6 +140,11 @@ void Trainer::setup() {
                                                                        .drop_last = false,
                                                                        .seed = o_.data.seed});
   progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
+  // The run's header: which BatchNorm trains (models without BatchNorm print nothing here).
+  if (const std::string line =
+          batchnorm_line(o_, r_.sync_bn, batchnorms, r_.devices.size(), dist_.world);
+      !line.empty() && !o_.quiet)
+    out_ << line << '\n' << std::flush;
   if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
     metrics_ = std::make_unique<MetricsLog>(
         o_.metrics, o_.resume ? std::optional<std::int64_t>(epochs_done_) : std::nullopt);

@@ -40,7 +40,24 @@ struct Resolved {
   LrSchedule schedule;
   ModelSpec model;
   std::vector<Device> devices;
+  /// Whether the model's BatchNorm layers synchronize (SyncBatchNorm), see sync_batchnorm().
+  bool sync_bn = false;
 };
+
+/// --sync-bn / --no-sync-bn as given, else automatic: SyncBatchNorm when `replicas` (devices ×
+/// ranks) > 1 or with --deterministic.
+bool sync_batchnorm(const TrainOptions& o, std::int64_t replicas);
+
+/// The run's "batchnorm: ..." line for a model with `layers` BatchNorm layers (0: none, no
+/// line): which mode trains and over how many devices / ranks.
+std::string batchnorm_line(const TrainOptions& o, bool sync, std::int64_t layers,
+                           std::size_t devices, int world);
+
+/// Deterministic mode across ranks with SyncBatchNorm needs a shard on every rank in every step:
+/// ValueError naming the batch (--batch-size, or the epoch's last one of `samples` rows) whose
+/// shards (of `shard_size`) are fewer than the `world` ranks.
+void check_shards_per_rank(const TrainOptions& o, std::int64_t samples, int world,
+                           std::int64_t shard_size);
 
 // Checks made before training (train_checks.cpp).
 
@@ -108,7 +125,7 @@ class Trainer {
   Clock::time_point start_ = Clock::now();
   Resolved r_;
   LoadedData data_;
-  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<nn::Module> model_;
   std::unique_ptr<parallel::DataParallel> dp_;
   std::shared_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;

@@ -114,8 +114,9 @@ TEST(CliCnn, BadModelsExitTwoNamingTheLayer) {
   bad("Flatten Linear(64,4) BatchNorm1d(4) ReLU Linear(4,10)",
       {"BatchNorm1d(4)", "more than 1 value per channel"},
       {"--batch-size", "1", "--devices", "cpu:0"});
-  // Deterministic mode cannot keep its promise under plain BatchNorm.
-  bad(kSmallCnn, {"'1' (BatchNorm2d)", "SyncBatchNorm"}, {"--deterministic"});
+  // Deterministic mode cannot keep its promise under plain (per-device) BatchNorm; without
+  // --no-sync-bn it trains SyncBatchNorm instead (cli_sync_bn_test.cpp).
+  bad(kSmallCnn, {"'1' (BatchNorm2d)", "SyncBatchNorm"}, {"--deterministic", "--no-sync-bn"});
 }
 
 TEST(CliCnnPyTorch, SavedFilesLoadIntoTheSameTorchSequential) {

@@ -38,15 +38,7 @@ TEST_P(MpiSyncBn, DeterministicModeGivesOneProcesssBits) {
   for (int devices : {1, 2}) {
     const CnnTrained many =
         train_cnn(g, {.devices = devices, .sync_bn = true, .options = o, .group = world()});
-    EXPECT_EQ(many.losses, one.losses) << devices << " devices per rank";
-    for (const std::string& key : one.state.keys()) {
-      const Tensor& a = one.state.at(key);
-      const Tensor& b = many.state.at(key);
-      if (a.dtype() == kInt64)
-        EXPECT_EQ(a.to_vector<std::int64_t>(), b.to_vector<std::int64_t>()) << key;
-      else
-        EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << devices << " devices: " << key;
-    }
+    expect_cnn_bits_equal(one, many, std::to_string(devices) + " devices per rank");
   }
 }
 

@@ -84,4 +84,16 @@ void expect_cnn_matches(const CnnTrained& t, const CnnGolden::Expected& e,
   EXPECT_TRUE(AllClose(t.eval_output, e.eval_output, kCnnRtol, kCnnAtol)) << what << ": eval";
 }
 
+void expect_cnn_bits_equal(const CnnTrained& a, const CnnTrained& b, const std::string& what) {
+  EXPECT_EQ(b.losses, a.losses) << what;
+  for (const std::string& key : a.state.keys()) {
+    const Tensor& x = a.state.at(key);
+    const Tensor& y = b.state.at(key);
+    if (x.dtype() == kInt64)
+      EXPECT_EQ(x.to_vector<std::int64_t>(), y.to_vector<std::int64_t>()) << what << ": " << key;
+    else
+      EXPECT_EQ(x.to_vector<float>(), y.to_vector<float>()) << what << ": " << key;
+  }
+}
+
 }  // namespace lockstep::testing

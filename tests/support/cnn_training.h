@@ -40,4 +40,7 @@ CnnTrained train_cnn(const CnnGolden& g, const CnnRun& run);
 /// gtest expectations: t against e within kCnnRtol / kCnnAtol (num_batches_tracked exactly).
 void expect_cnn_matches(const CnnTrained& t, const CnnGolden::Expected& e, const std::string& what);
 
+/// gtest expectations: b's losses and final state have a's bits exactly (deterministic mode).
+void expect_cnn_bits_equal(const CnnTrained& a, const CnnTrained& b, const std::string& what);
+
 }  // namespace lockstep::testing

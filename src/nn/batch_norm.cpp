@@ -100,13 +100,16 @@ void BatchNorm2d::check_input(const Tensor& input) const {
                      ")");
 }
 
+void BatchNormBase::copy_settings_from(const Module& src) {
+  if (const auto* b = dynamic_cast<const BatchNormBase*>(&src)) synchronized_ = b->synchronized_;
+}
+
 namespace {
 template <class BN>
 std::shared_ptr<Module> clone_batch_norm(const BN& self) {
   auto copy = std::make_shared<BN>(self.num_features, self.eps, self.momentum, self.affine,
                                    self.track_running_stats);
-  copy_module_state(self, *copy);
-  copy->set_synchronized(self.synchronized());
+  copy_module_state(self, *copy);  // the SyncBatchNorm switch too (copy_settings_from)
   return copy;
 }
 }  // namespace

@@ -252,6 +252,7 @@ void copy_module_state(const Module& src, Module& dst) {
   }
   std::function<void(const Module&, Module&)> flags = [&](const Module& s, Module& d) {
     d.train(s.is_training());
+    d.copy_settings_from(s);
     auto sc = s.children(), dc = d.children();
     for (std::size_t i = 0; i < sc.size() && i < dc.size(); ++i) flags(*sc[i], *dc[i]);
   };

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "support/golden.h"
@@ -195,6 +196,23 @@ TEST(ResNet20, NamesShapesAndParameterCountAreTorchvisions) {
   EXPECT_EQ(model->bn1->weight.to_vector<double>(), std::vector<double>(16, 1.0));
 }
 
+// Every entry of `state` against PyTorch's state after the step (int64 exactly, floats allclose).
+void expect_final_state(const StateDict& state, const ResNetGolden& g, Worst& worst) {
+  EXPECT_EQ(state.keys(), g.final_state.keys());
+  for (const auto& [key, want] : g.final_state) {
+    const Tensor* mine = state.find(key);
+    ASSERT_NE(mine, nullptr) << key;
+    ASSERT_EQ(mine->shape(), want.shape()) << key;
+    if (want.dtype() == kInt64) {
+      ASSERT_EQ(mine->dtype(), kInt64) << key;
+      EXPECT_EQ(mine->to_vector<std::int64_t>(), want.to_vector<std::int64_t>()) << key;
+    } else {
+      worst.add(*mine, want);
+      EXPECT_TRUE(AllClose(*mine, want, kRtol, kAtol)) << key;
+    }
+  }
+}
+
 TEST(ResNet20, OneSgdStepMatchesPyTorch) {
   const ResNetGolden& g = golden();
   auto model = nn::resnet20();
@@ -213,20 +231,7 @@ TEST(ResNet20, OneSgdStepMatchesPyTorch) {
   EXPECT_TRUE(AllClose(logits.detach(), g.logits, kRtol, kAtol)) << "train-mode logits";
   EXPECT_TRUE(allclose(loss.item(), g.loss, kRtol, kAtol)) << loss.item() << " vs " << g.loss;
 
-  const StateDict state = model->state_dict();
-  EXPECT_EQ(state.keys(), g.final_state.keys());
-  for (const auto& [key, want] : g.final_state) {
-    const Tensor* mine = state.find(key);
-    ASSERT_NE(mine, nullptr) << key;
-    ASSERT_EQ(mine->shape(), want.shape()) << key;
-    if (want.dtype() == kInt64) {
-      ASSERT_EQ(mine->dtype(), kInt64) << key;
-      EXPECT_EQ(mine->to_vector<std::int64_t>(), want.to_vector<std::int64_t>()) << key;
-    } else {
-      w_state.add(*mine, want);
-      EXPECT_TRUE(AllClose(*mine, want, kRtol, kAtol)) << key;
-    }
-  }
+  expect_final_state(model->state_dict(), g, w_state);
   model->eval();
   {
     NoGradGuard no_grad;
@@ -288,6 +293,39 @@ TEST(ResNet20, CloneComputesTheSameOutputsWithItsOwnState) {
   EXPECT_FALSE(BitEqual(copy->fc->weight, model->fc->weight));
   EXPECT_FALSE(BitEqual(copy->state_dict().at("layer3.0.bn1.running_mean"),
                         model->state_dict().at("layer3.0.bn1.running_mean")));
+}
+
+// convert_sync_batchnorm on a model that is not a Sequential: its clones (DataParallel's
+// replicas) keep every layer synchronized, so 2 devices with 3 samples each take PyTorch's
+// one-device step on all 6 (SyncBatchNorm's contract). Without the switch surviving clone() the
+// replicas ran plain BatchNorm on their 3 samples and the state would differ.
+TEST(ResNet20, SyncBatchNormOnTwoDevicesTakesPyTorchsOneDeviceStep) {
+  const ResNetGolden& g = golden();
+  auto model = nn::resnet20();
+  model->load_state_dict(g.initial);
+  nn::convert_sync_batchnorm(model);
+  int synchronized = 0, plain = 0;
+  std::function<void(const nn::Module&)> count = [&](const nn::Module& m) {
+    if (const auto* bn = dynamic_cast<const nn::BatchNormBase*>(&m))
+      ++(bn->synchronized() ? synchronized : plain);
+    for (const auto& child : m.children()) count(*child);
+  };
+  count(*model->clone());
+  EXPECT_EQ(synchronized, 21);  // bn1, 2 in each of the 9 blocks, 2 downsample.1
+  EXPECT_EQ(plain, 0);
+  parallel::DataParallel dp(model, {cpu(0), cpu(1)});
+  optim::SGD opt(
+      dp.parameters(),
+      optim::SGDOptions{.lr = g.lr, .momentum = g.momentum, .weight_decay = g.weight_decay});
+  opt.zero_grad();
+  const nn::CrossEntropyLoss criterion;
+  Tensor loss = dp.forward_backward(g.x, g.y, criterion);
+  opt.step();
+  EXPECT_TRUE(allclose(loss.item(), g.loss, kRtol, kAtol)) << loss.item() << " vs " << g.loss;
+  Worst worst;
+  expect_final_state(model->state_dict(), g, worst);
+  std::printf("resnet20 SyncBatchNorm on 2 devices vs PyTorch: max |diff| %.3g (rel %.3g)\n",
+              worst.abs, worst.rel);
 }
 
 TEST(ResNet20, BadInputNamesTheLayer) {

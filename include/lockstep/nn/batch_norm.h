@@ -51,6 +51,8 @@ class BatchNormBase : public Module {
   /// BatchNorm of a model; clone() keeps it). Change it before wrapping the model, as PyTorch's
   /// docs ask of convert_sync_batchnorm: replicas are clones made at construction.
   void set_synchronized(bool on) { synchronized_ = on; }
+  /// Copies the SyncBatchNorm switch from `src` when it is a BatchNorm too.
+  void copy_settings_from(const Module& src) override;
 
   std::int64_t num_features;
   double eps;

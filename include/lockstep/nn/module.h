@@ -43,6 +43,12 @@ class Module : public std::enable_shared_from_this<Module> {
   /// (SyncBatchNorm: its statistics span every shard). The default: whether a child's does.
   virtual bool uses_batch_statistics() const;
 
+  /// Copies the settings that are neither parameters, buffers nor constructor arguments from
+  /// `src`, a module of the same type (copy_module_state() calls it on every module of a clone,
+  /// after reset() rebuilt the children from constructor arguments). The default copies
+  /// nothing; BatchNorm copies its SyncBatchNorm switch.
+  virtual void copy_settings_from(const Module& src) {}
+
   /// Type name for messages ("Linear", "Sequential", or the user's class).
   virtual std::string name() const { return "Module"; }
 

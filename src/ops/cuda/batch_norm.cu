@@ -40,12 +40,14 @@ __device__ inline double block_sum(double v, double* s) {
   return total;
 }
 
+// Channel c's mean and Σ(x − mean)² over its m = n·spatial elements (every thread of the
+// block gets both).
+struct Moments {
+  double mean, var_sum;
+};
 template <class T>
-__global__ void bn_train_stats_kernel(const T* x, BnGeom g, double eps, double momentum,
-                                      T* running_mean, T* running_var, double* mean,
-                                      double* invstd) {
-  __shared__ double s[kThreads];
-  const std::int64_t c = blockIdx.x, m = g.n * g.spatial;
+__device__ Moments channel_moments(const T* x, const BnGeom& g, std::int64_t c, double* s) {
+  const std::int64_t m = g.n * g.spatial;
   double sum = 0;
   for (std::int64_t j = threadIdx.x; j < m; j += kThreads)
     sum = kd::add_rn(sum, static_cast<double>(x[bn_offset(g, c, j)]));
@@ -55,7 +57,35 @@ __global__ void bn_train_stats_kernel(const T* x, BnGeom g, double eps, double m
     const double d = kd::sub_rn(static_cast<double>(x[bn_offset(g, c, j)]), mu);
     var_sum = kd::add_rn(var_sum, kd::mul_rn(d, d));
   }
-  var_sum = block_sum(var_sum, s);
+  return {mu, block_sum(var_sum, s)};
+}
+
+// Channel c's Σdy and Σdy·(x − mean) (every thread of the block gets both).
+struct GradSums {
+  double sum_dy, dot;
+};
+template <class T>
+__device__ GradSums channel_grad_sums(const T* dy, const T* x, double mean, const BnGeom& g,
+                                      std::int64_t c, double* s) {
+  const std::int64_t m = g.n * g.spatial;
+  double sum = 0, dot = 0;
+  for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
+    const std::int64_t o = bn_offset(g, c, j);
+    const double d = static_cast<double>(dy[o]);
+    sum = kd::add_rn(sum, d);
+    dot = kd::add_rn(dot, kd::mul_rn(d, kd::sub_rn(static_cast<double>(x[o]), mean)));
+  }
+  sum = block_sum(sum, s);
+  return {sum, block_sum(dot, s)};
+}
+
+template <class T>
+__global__ void bn_train_stats_kernel(const T* x, BnGeom g, double eps, double momentum,
+                                      T* running_mean, T* running_var, double* mean,
+                                      double* invstd) {
+  __shared__ double s[kThreads];
+  const std::int64_t c = blockIdx.x, m = g.n * g.spatial;
+  const auto [mu, var_sum] = channel_moments(x, g, c, s);
   if (threadIdx.x != 0) return;
   mean[c] = mu;
   invstd[c] = sh::bn_invstd(kd::div_rn(var_sum, static_cast<double>(m)), eps);
@@ -94,15 +124,7 @@ __global__ void bn_backward_kernel(const T* dy, const T* x, const double* mean,
                                    T* dw, T* db) {
   __shared__ double s[kThreads];
   const std::int64_t c = blockIdx.x, m = g.n * g.spatial;
-  double sum = 0, dot = 0;
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const std::int64_t o = bn_offset(g, c, j);
-    const double d = static_cast<double>(dy[o]);
-    sum = kd::add_rn(sum, d);
-    dot = kd::add_rn(dot, kd::mul_rn(d, kd::sub_rn(static_cast<double>(x[o]), mean[c])));
-  }
-  sum = block_sum(sum, s);
-  dot = block_sum(dot, s);
+  const auto [sum, dot] = channel_grad_sums(dy, x, mean[c], g, c, s);
   if (threadIdx.x == 0) {
     if (dw) dw[c] = static_cast<T>(kd::mul_rn(dot, invstd[c]));
     if (db) db[c] = static_cast<T>(sum);
@@ -120,16 +142,7 @@ template <class T>
 __global__ void bn_stats_kernel(const T* x, BnGeom g, double* mean, double* var) {
   __shared__ double s[kThreads];
   const std::int64_t c = blockIdx.x, m = g.n * g.spatial;
-  double sum = 0;
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads)
-    sum = kd::add_rn(sum, static_cast<double>(x[bn_offset(g, c, j)]));
-  const double mu = kd::div_rn(block_sum(sum, s), static_cast<double>(m));
-  double var_sum = 0;
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const double d = kd::sub_rn(static_cast<double>(x[bn_offset(g, c, j)]), mu);
-    var_sum = kd::add_rn(var_sum, kd::mul_rn(d, d));
-  }
-  var_sum = block_sum(var_sum, s);
+  const auto [mu, var_sum] = channel_moments(x, g, c, s);
   if (threadIdx.x != 0) return;
   mean[c] = mu;
   var[c] = kd::div_rn(var_sum, static_cast<double>(m));
@@ -139,19 +152,10 @@ template <class T>
 __global__ void bn_backward_reduce_kernel(const T* dy, const T* x, const double* mean, BnGeom g,
                                           double* sum_dy, double* dot) {
   __shared__ double s[kThreads];
-  const std::int64_t c = blockIdx.x, m = g.n * g.spatial;
-  double sum = 0, d_x = 0;
-  for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const std::int64_t o = bn_offset(g, c, j);
-    const double d = static_cast<double>(dy[o]);
-    sum = kd::add_rn(sum, d);
-    d_x = kd::add_rn(d_x, kd::mul_rn(d, kd::sub_rn(static_cast<double>(x[o]), mean[c])));
-  }
-  sum = block_sum(sum, s);
-  d_x = block_sum(d_x, s);
+  const GradSums q = channel_grad_sums(dy, x, mean[blockIdx.x], g, blockIdx.x, s);
   if (threadIdx.x != 0) return;
-  sum_dy[c] = sum;
-  dot[c] = d_x;
+  sum_dy[blockIdx.x] = q.sum_dy;
+  dot[blockIdx.x] = q.dot;
 }
 
 template <class T>

@@ -129,6 +129,57 @@ const T& at(const T* a, const BnGeom& g, std::int64_t n, std::int64_t c, std::in
 double inv_std(double var, double eps) {
   return var == 0 && eps == 0 ? 0.0 : 1.0 / std::sqrt(var + eps);
 }
+
+// Channel c's mean and Σ(x − mean)², summed in index order in double.
+struct Moments {
+  double mean, var_sum;
+};
+template <class T>
+Moments channel_moments(const T* x, const BnGeom& g, std::int64_t c) {
+  const double m = static_cast<double>(g.n * g.spatial);
+  double sum = 0;
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t s = 0; s < g.spatial; ++s) sum += static_cast<double>(at(x, g, n, c, s));
+  const double mu = sum / m;
+  double var_sum = 0;
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t s = 0; s < g.spatial; ++s) {
+      const double d = static_cast<double>(at(x, g, n, c, s)) - mu;
+      var_sum += d * d;
+    }
+  return {mu, var_sum};
+}
+
+// Channel c's Σdy and Σdy·(x − mean), in index order in double.
+struct GradSums {
+  double sum_dy, dot;
+};
+template <class T>
+GradSums channel_grad_sums(const T* dy, const T* x, double mean, const BnGeom& g, std::int64_t c) {
+  double sum = 0, dot = 0;
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t s = 0; s < g.spatial; ++s) {
+      const double d = static_cast<double>(at(dy, g, n, c, s));
+      sum += d;
+      dot += d * (static_cast<double>(at(x, g, n, c, s)) - mean);
+    }
+  return {sum, dot};
+}
+
+// dx of channel c from its sums over `count` elements (count 0: eval mode, dy · scale).
+template <class T>
+void channel_dx(const T* dy, const T* x, double mean, double invstd, const T* w, GradSums q,
+                double count, const BnGeom& g, std::int64_t c, T* dx) {
+  const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
+  const T mu = static_cast<T>(mean);
+  const T k = count > 0 ? static_cast<T>(q.dot * invstd * invstd / count) : T(0);
+  const T grad_mean = count > 0 ? static_cast<T>(q.sum_dy / count) : T(0);
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t s = 0; s < g.spatial; ++s) {
+      const std::int64_t i = (n * g.c + c) * g.spatial + s;
+      dx[i] = count > 0 ? (dy[i] - grad_mean - (x[i] - mu) * k) * scale : dy[i] * scale;
+    }
+}
 }  // namespace
 
 template <class T>
@@ -136,16 +187,7 @@ void batch_norm_train_stats(const T* x, const BnGeom& g, double eps, double mome
                             T* running_mean, T* running_var, double* mean, double* invstd) {
   const double m = static_cast<double>(g.n * g.spatial);
   for (std::int64_t c = 0; c < g.c; ++c) {
-    double sum = 0;
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) sum += static_cast<double>(at(x, g, n, c, s));
-    const double mu = sum / m;
-    double var_sum = 0;
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) {
-        const double d = static_cast<double>(at(x, g, n, c, s)) - mu;
-        var_sum += d * d;
-      }
+    const auto [mu, var_sum] = channel_moments(x, g, c);
     mean[c] = mu;
     invstd[c] = inv_std(var_sum / m, eps);
     if (running_mean)
@@ -186,25 +228,10 @@ void batch_norm_backward(const T* dy, const T* x, const double* mean, const doub
                          const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db) {
   const double m = static_cast<double>(g.n * g.spatial);
   for (std::int64_t c = 0; c < g.c; ++c) {
-    double sum = 0, dot = 0;
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) {
-        const double d = static_cast<double>(at(dy, g, n, c, s));
-        sum += d;
-        dot += d * (static_cast<double>(at(x, g, n, c, s)) - mean[c]);
-      }
-    if (dw) dw[c] = static_cast<T>(dot * invstd[c]);
-    if (db) db[c] = static_cast<T>(sum);
-    if (!dx) continue;
-    const T scale = static_cast<T>(invstd[c] * (w ? static_cast<double>(w[c]) : 1.0));
-    const T mu = static_cast<T>(mean[c]);
-    const T k = training ? static_cast<T>(dot * invstd[c] * invstd[c] / m) : T(0);
-    const T grad_mean = training ? static_cast<T>(sum / m) : T(0);
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) {
-        const std::int64_t i = (n * g.c + c) * g.spatial + s;
-        dx[i] = training ? (dy[i] - grad_mean - (x[i] - mu) * k) * scale : dy[i] * scale;
-      }
+    const GradSums q = channel_grad_sums(dy, x, mean[c], g, c);
+    if (dw) dw[c] = static_cast<T>(q.dot * invstd[c]);
+    if (db) db[c] = static_cast<T>(q.sum_dy);
+    if (dx) channel_dx(dy, x, mean[c], invstd[c], w, q, training ? m : 0.0, g, c, dx);
   }
 }
 
@@ -212,16 +239,7 @@ template <class T>
 void batch_norm_stats(const T* x, const BnGeom& g, double* mean, double* var) {
   const double m = static_cast<double>(g.n * g.spatial);
   for (std::int64_t c = 0; c < g.c; ++c) {
-    double sum = 0;
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) sum += static_cast<double>(at(x, g, n, c, s));
-    const double mu = sum / m;
-    double var_sum = 0;
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) {
-        const double d = static_cast<double>(at(x, g, n, c, s)) - mu;
-        var_sum += d * d;
-      }
+    const auto [mu, var_sum] = channel_moments(x, g, c);
     mean[c] = mu;
     var[c] = var_sum / m;
   }
@@ -231,15 +249,9 @@ template <class T>
 void batch_norm_backward_reduce(const T* dy, const T* x, const double* mean, const BnGeom& g,
                                 double* sum_dy, double* dot) {
   for (std::int64_t c = 0; c < g.c; ++c) {
-    double sum = 0, d_x = 0;
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) {
-        const double d = static_cast<double>(at(dy, g, n, c, s));
-        sum += d;
-        d_x += d * (static_cast<double>(at(x, g, n, c, s)) - mean[c]);
-      }
-    sum_dy[c] = sum;
-    dot[c] = d_x;
+    const GradSums q = channel_grad_sums(dy, x, mean[c], g, c);
+    sum_dy[c] = q.sum_dy;
+    dot[c] = q.dot;
   }
 }
 
@@ -247,17 +259,8 @@ template <class T>
 void batch_norm_backward_elemt(const T* dy, const T* x, const double* mean, const double* invstd,
                                const T* w, const double* sum_dy, const double* dot, double count,
                                const BnGeom& g, T* dx) {
-  for (std::int64_t c = 0; c < g.c; ++c) {
-    const T scale = static_cast<T>(invstd[c] * (w ? static_cast<double>(w[c]) : 1.0));
-    const T mu = static_cast<T>(mean[c]);
-    const T k = static_cast<T>(dot[c] * invstd[c] * invstd[c] / count);
-    const T grad_mean = static_cast<T>(sum_dy[c] / count);
-    for (std::int64_t n = 0; n < g.n; ++n)
-      for (std::int64_t s = 0; s < g.spatial; ++s) {
-        const std::int64_t i = (n * g.c + c) * g.spatial + s;
-        dx[i] = (dy[i] - grad_mean - (x[i] - mu) * k) * scale;
-      }
-  }
+  for (std::int64_t c = 0; c < g.c; ++c)
+    channel_dx(dy, x, mean[c], invstd[c], w, GradSums{sum_dy[c], dot[c]}, count, g, c, dx);
 }
 
 #define LOCKSTEP_INSTANTIATE(T)                                                                    \

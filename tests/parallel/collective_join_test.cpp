@@ -25,25 +25,6 @@ namespace {
 
 Tensor mse(const Tensor& out, const Tensor& y) { return mse_loss(out, y); }
 
-// How many log entries of each kind (forward, backward) each member made, for a group of `size`.
-std::vector<std::vector<int>> calls(const std::vector<CollectiveProbe::Entry>& log, int size) {
-  std::vector<std::vector<int>> seen(2, std::vector<int>(static_cast<std::size_t>(size), 0));
-  for (const auto& e : log) {
-    EXPECT_EQ(e.size, size);
-    if (e.rank >= 0 && e.rank < size) ++seen[e.backward ? 1 : 0][static_cast<std::size_t>(e.rank)];
-  }
-  return seen;
-}
-
-std::vector<float> flat_params(nn::Module& m) {
-  std::vector<float> out;
-  for (auto& p : m.parameters()) {
-    auto v = p.to_vector<float>();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
 using Body = std::function<void(int, const std::shared_ptr<dist::ProcessGroup>&)>;
 
 // run_thread_ranks with a deadline: ranks still running after `seconds` hang (a failure); their
@@ -183,7 +164,7 @@ TEST(CollectivePiecesJoin, JoinShadowsTheCollectivesOnZeroRows) {
       ASSERT_FALSE(errors[static_cast<std::size_t>(r)])
           << "rank " << r << ": " << exception_message(errors[static_cast<std::size_t>(r)]);
     const int members = c.world * c.devices;
-    EXPECT_EQ(calls(*init->log, members),
+    EXPECT_EQ(probe_calls(*init->log, members),
               std::vector<std::vector<int>>(2, std::vector<int>(members, steps)));
     for (int r = 0; r < c.world; ++r) {
       const Run& run = runs[static_cast<std::size_t>(r)];

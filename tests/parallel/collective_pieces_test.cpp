@@ -27,26 +27,6 @@ std::int64_t counted(const Tensor& y) {
   return n;
 }
 
-// How many log entries of each kind (forward, backward) each member made, for a group of `size`.
-std::vector<std::vector<int>> calls(const std::vector<CollectiveProbe::Entry>& log, int size) {
-  std::vector<std::vector<int>> seen(2, std::vector<int>(static_cast<std::size_t>(size), 0));
-  for (const auto& e : log) {
-    EXPECT_EQ(e.size, size);
-    if (e.rank >= 0 && e.rank < size)
-      ++seen[e.backward ? 1 : 0][static_cast<std::size_t>(e.rank)];
-  }
-  return seen;
-}
-
-std::vector<float> flat_params(nn::Module& m) {
-  std::vector<float> out;
-  for (auto& p : m.parameters()) {
-    auto v = p.to_vector<float>();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
 // Two SGD steps on `rows` rows whose rows [ignored_from, ignored_to) are ignored.
 struct Trained {
   std::vector<float> params;
@@ -82,17 +62,17 @@ parallel::DataParallelOptions deterministic() {
 TEST(CollectivePieces, IgnoredPieceStillMeetsTheBackwardCollectives) {
   // Deterministic mode: 8 rows in shards of 2, shard 2 all ignored; 1, 2 and 3 devices agree.
   const Trained one = train(1, 8, 4, 6, deterministic());
-  EXPECT_EQ(calls(one.log, 4), std::vector<std::vector<int>>(2, std::vector<int>(4, 2)));
+  EXPECT_EQ(probe_calls(one.log, 4), std::vector<std::vector<int>>(2, std::vector<int>(4, 2)));
   for (int devices : {2, 3}) {
     SCOPED_TRACE("devices " + std::to_string(devices));
     const Trained many = train(devices, 8, 4, 6, deterministic());
-    EXPECT_EQ(calls(many.log, 4), std::vector<std::vector<int>>(2, std::vector<int>(4, 2)));
+    EXPECT_EQ(probe_calls(many.log, 4), std::vector<std::vector<int>>(2, std::vector<int>(4, 2)));
     EXPECT_EQ(many.params, one.params);
   }
   // The reducer path: replica 1's chunk (rows 2-3) all ignored; the step equals replica 0's
   // chunk alone on one device (its gradient is the whole step's).
   const Trained two = train(2, 4, 2, 4, {});
-  EXPECT_EQ(calls(two.log, 2), std::vector<std::vector<int>>(2, std::vector<int>(2, 2)));
+  EXPECT_EQ(probe_calls(two.log, 2), std::vector<std::vector<int>>(2, std::vector<int>(2, 2)));
   for (float v : two.params) EXPECT_TRUE(std::isfinite(v));
 }
 
@@ -103,7 +83,7 @@ TEST(CollectivePieces, ReplicasWithoutRowsRunOnZeroRows) {
     SCOPED_TRACE(gather ? "gather path" : "forward_backward");
     const Trained one = train(1, 2, 0, 0, {}, gather);
     const Trained three = train(3, 2, 0, 0, {}, gather);
-    EXPECT_EQ(calls(three.log, 3), std::vector<std::vector<int>>(2, std::vector<int>(3, 2)));
+    EXPECT_EQ(probe_calls(three.log, 3), std::vector<std::vector<int>>(2, std::vector<int>(3, 2)));
     ASSERT_EQ(three.params.size(), one.params.size());
     for (std::size_t i = 0; i < one.params.size(); ++i)
       EXPECT_NEAR(three.params[i], one.params[i], 1e-6f) << i;

@@ -21,16 +21,6 @@ namespace {
 using parallel::DistributedDataParallel;
 using parallel::DistributedDataParallelOptions;
 
-// All parameters of `m`, concatenated (for bit comparisons).
-std::vector<float> flat_params(const nn::Module& m) {
-  std::vector<float> out;
-  for (auto& [name, p] : m.named_parameters()) {
-    auto v = p.to_vector<float>();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
 std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {

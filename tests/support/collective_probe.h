@@ -57,4 +57,16 @@ struct CollectiveProbe : nn::Cloneable<CollectiveProbe> {
   }
 };
 
+// How many log entries of each kind ([0] forward, [1] backward) each member made, for a group
+// of `size` (every entry must name that size).
+inline std::vector<std::vector<int>> probe_calls(const std::vector<CollectiveProbe::Entry>& log,
+                                                 int size) {
+  std::vector<std::vector<int>> seen(2, std::vector<int>(static_cast<std::size_t>(size), 0));
+  for (const auto& e : log) {
+    EXPECT_EQ(e.size, size);
+    if (e.rank >= 0 && e.rank < size) ++seen[e.backward ? 1 : 0][static_cast<std::size_t>(e.rank)];
+  }
+  return seen;
+}
+
 }  // namespace lockstep::testing

@@ -39,6 +39,17 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
   }
 }
 
+/// Every parameter of `m` in parameters() order, concatenated as T (for bit comparisons).
+template <class T = float>
+std::vector<T> flat_params(const nn::Module& m) {
+  std::vector<T> out;
+  for (const auto& p : m.parameters()) {
+    auto v = p.to_vector<T>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
 /// Runs body(rank, group) on `size` threads, rank r with element r of one
 /// dist::new_thread_group(size); returns each rank's exception (null where the body returned).
 inline std::vector<std::exception_ptr> run_thread_ranks(

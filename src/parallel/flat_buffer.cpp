@@ -56,7 +56,7 @@ Tensor FlatBuffer::view_of(const Tensor& flat, std::size_t i) const {
   if (flat.dim() != 1 || flat.numel() != numel)
     throw ShapeError("FlatBuffer::view_of: expected a 1-d buffer of " + std::to_string(numel) +
                      " elements, got " + flat.shape().str());
-  return detail::alias(flat, flat.impl().offset + offsets[i], shapes[i]);
+  return lockstep::detail::alias(flat, flat.impl().offset + offsets[i], shapes[i]);
 }
 
 }  // namespace lockstep::parallel

@@ -156,7 +156,7 @@ void GradientReducer::write_flags() {
         .copy_(tensor(std::span<const double>(f)).to(grad_.dtype()));
     return;
   }
-  detail::visit_float(grad_.dtype(), [&](auto zero) {
+  lockstep::detail::visit_float(grad_.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* f = grad_.data_ptr<T>();
     for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
@@ -186,7 +186,7 @@ void GradientReducer::read_flags() {
     completed_ranks_ = static_cast<int>(f[n] + 0.5);
     return;
   }
-  detail::visit_float(grad_.dtype(), [&](auto zero) {
+  lockstep::detail::visit_float(grad_.dtype(), [&](auto zero) {
     const auto* f = grad_.data_ptr<decltype(zero)>();
     for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
     completed_ranks_ = static_cast<int>(f[n] + 0.5);

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -52,6 +53,13 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+/// `line` without what depends on the clock: the summary's wall time (", 0.1 s,") and an epoch
+/// line's "samples/s N", so two runs' lines compare equal when their numbers do.
+inline std::string without_timing(const std::string& line) {
+  static const std::regex seconds(R"(, [0-9]+(\.[0-9]+)? s,)"), rate(R"( samples/s [0-9.]+)");
+  return std::regex_replace(std::regex_replace(line, seconds, ", _ s,"), rate, " samples/s _");
 }
 
 /// A fresh directory for the current test, removed when the object goes away.

@@ -144,11 +144,11 @@ int adam_flat_step(const Tensor& param_base, const Tensor& grad_base, const Tens
 // their index plans src/ops/strided_plan.h. "Along d" views a tensor as [outer, size(d), inner].
 
 /// The elementwise math ops with a CUDA path beyond neg / relu / tanh.
-enum class MathOp { Exp, Log, Sqrt, Pow, Sigmoid, Gelu };
+enum class MathOp { Exp, Log, Sqrt, Pow, Sigmoid, Gelu, GeluTanh };
 /// y = f(x) (param: pow's exponent).
 void math(MathOp op, const Tensor& x, const Tensor& y, double param = 0);
 /// gi = df(g, saved): saved is the forward's result for Sqrt and Sigmoid, its input for Pow and
-/// Gelu (Exp and Log compose from mul / div).
+/// Gelu and GeluTanh (Exp and Log compose from mul / div).
 void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor& gi,
                    double param = 0);
 /// out (int64, the broadcast shape of a and b) = 1 where a == b, else 0 (torch.eq; NaN equals
@@ -176,6 +176,9 @@ void max_all(const Tensor& x, bool argmax_rule, const Tensor& value, const Tenso
 void max_all_backward(const Tensor& x, const Tensor& best, const Tensor& g, const Tensor& gi);
 /// out [cols, rows] = aᵀ for a [rows, cols] (float, double, int64).
 void transpose2d(const Tensor& a, const Tensor& out);
+/// out = a.permute(dims) as a contiguous copy (dims checked; float, double, int64): the strided
+/// copy over detail::permute_iter (src/ops/cuda/permute.cpp).
+void permute(const Tensor& a, const std::vector<int>& dims, const Tensor& out);
 /// slice ← full[start : start + slice.size(d)] along d (narrow's copy).
 void slice_out(const Tensor& full, int d, std::int64_t start, const Tensor& slice);
 /// full[start : start + slice.size(d)] along d ← slice (cat, narrow's backward).

@@ -73,6 +73,7 @@ void max_all_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&
   not_built("max_backward");
 }
 void transpose2d(const Tensor&, const Tensor&) { not_built("t"); }
+void permute(const Tensor&, const std::vector<int>&, const Tensor&) { not_built("permute"); }
 void slice_out(const Tensor&, int, std::int64_t, const Tensor&) { not_built("narrow"); }
 void slice_in(const Tensor&, int, std::int64_t, const Tensor&) { not_built("cat"); }
 void index_select(const Tensor&, int, const Tensor&, const Tensor&) { not_built("index_select"); }

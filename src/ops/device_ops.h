@@ -4,8 +4,9 @@
 //   - StridedIter / ReducePlan: an iteration space of up to 8 dimensions with two operands'
 //     element strides (broadcasting, strided copies, reductions); built on the host by
 //     src/ops/strided_plan.h, walked by strided_offsets / reduce_sum_one;
-//   - the elementwise formulas of exp, log, sqrt, pow, sigmoid, gelu and their backward (the CPU
-//     ops' expressions of src/ops/elementwise.cpp, operation by operation);
+//   - the elementwise formulas of exp, log, sqrt, pow, sigmoid, gelu (exact and tanh) and their
+//     backward (the CPU ops' expressions of src/ops/elementwise.cpp, operation by operation; the
+//     tanh GELU's CPU op calls these bodies itself);
 //   - softmax / log_softmax of one line, max / argmax of one line along a dimension, and the
 //     order-independent accumulator of the whole-tensor max / argmax (src/ops/reduce.cpp).
 // Arithmetic goes through optim::rules::add/sub/mul/div (round-to-nearest intrinsics on the GPU,
@@ -93,6 +94,7 @@ LOCKSTEP_HOST_DEVICE inline float m_log(float x) { return ::logf(x); }
 LOCKSTEP_HOST_DEVICE inline double m_log(double x) { return ::log(x); }
 LOCKSTEP_HOST_DEVICE inline double m_pow(double x, double p) { return ::pow(x, p); }
 LOCKSTEP_HOST_DEVICE inline double m_erf(double x) { return ::erf(x); }
+LOCKSTEP_HOST_DEVICE inline double m_tanh(double x) { return ::tanh(x); }
 
 template <class T>
 LOCKSTEP_HOST_DEVICE inline bool is_nan(T v) {
@@ -104,6 +106,10 @@ LOCKSTEP_HOST_DEVICE inline bool is_nan(T v) {
 inline constexpr double kSqrt2 = 1.414213562373095048801688724209698079;
 inline constexpr double kInvSqrtPi = 0.564189583547756286948079451560772586;
 inline constexpr double kInvSqrt2 = 1.0 / kSqrt2;  // the CPU's (1.0 / std::numbers::sqrt2)
+// The tanh GELU's constants as PyTorch's (aten/src/ATen/native/cpu/Activation.cpp):
+// kBeta = M_SQRT2 · M_2_SQRTPI · 0.5 = √(2/π), kKappa = 0.044715.
+inline constexpr double kGeluBeta = kSqrt2 * (2.0 * kInvSqrtPi) * 0.5;
+inline constexpr double kGeluKappa = 0.044715;
 
 // ---- elementwise forward (src/ops/elementwise.cpp) ---------------------------------------------
 
@@ -136,6 +142,16 @@ LOCKSTEP_HOST_DEVICE inline T gelu_fwd(T x) {
   return static_cast<T>(r::mul(r::mul(0.5, xd), r::add(1.0, m_erf(r::mul(xd, kInvSqrt2)))));
 }
 
+/// The tanh GELU 0.5·x·(1 + tanh(β·(x + κ·x³))) (torch gelu, approximate='tanh'; PyTorch's
+/// expression, operation by operation) in double, rounded to T. The CPU op calls this itself.
+template <class T>
+LOCKSTEP_HOST_DEVICE inline T gelu_tanh_fwd(T x) {
+  const double xd = static_cast<double>(x);
+  const double x_cube = r::mul(r::mul(xd, xd), xd);
+  const double inner = r::mul(kGeluBeta, r::add(xd, r::mul(kGeluKappa, x_cube)));
+  return static_cast<T>(r::mul(r::mul(0.5, xd), r::add(1.0, m_tanh(inner))));
+}
+
 // ---- elementwise backward ---------------------------------------------------------------------
 
 /// 0 when p == 0, else T(g·p·pow(x, p − 1)) in double.
@@ -163,6 +179,24 @@ LOCKSTEP_HOST_DEVICE inline T gelu_bwd(T g, T x) {
   const double pdf =
       r::mul(r::mul(r::mul(m_exp(r::mul(r::mul(-0.5, xd), xd)), 0.5), kInvSqrtPi), kSqrt2);
   return static_cast<T>(r::mul(static_cast<double>(g), r::add(cdf, r::mul(xd, pdf))));
+}
+
+/// The tanh GELU's derivative times g in double, as PyTorch's GeluBackward (tanh branch):
+/// t = tanh(β·(x + κ·x³)), g·(0.5·(1 + t) + 0.5·x·(1 − t²)·β·(1 + 3κ·x²)).
+template <class T>
+LOCKSTEP_HOST_DEVICE inline T gelu_tanh_bwd(T g, T x) {
+  const double xd = static_cast<double>(x);
+  const double x_sq = r::mul(xd, xd);
+  const double x_cube = r::mul(x_sq, xd);
+  const double inner = r::mul(kGeluBeta, r::add(xd, r::mul(kGeluKappa, x_cube)));
+  const double t = m_tanh(inner);
+  const double left = r::mul(0.5, xd), right = r::add(1.0, t);
+  const double left_derivative = r::mul(0.5, right);
+  const double tanh_derivative = r::sub(1.0, r::mul(t, t));
+  const double inner_derivative =
+      r::mul(kGeluBeta, r::add(1.0, r::mul(r::mul(3.0, kGeluKappa), x_sq)));
+  const double right_derivative = r::mul(r::mul(left, tanh_derivative), inner_derivative);
+  return static_cast<T>(r::mul(static_cast<double>(g), r::add(left_derivative, right_derivative)));
 }
 
 // ---- along a dimension: a tensor viewed as [outer, R, inner] -----------------------------------

@@ -399,4 +399,22 @@ Tensor gelu(const Tensor& a) {
   return out;
 }
 
+Tensor gelu(const Tensor& a, const std::string& approximate) {
+  if (approximate == "none") return gelu(a);
+  if (approximate != "tanh")
+    throw ValueError("gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
+  // The bodies of src/ops/device_ops.h themselves (PyTorch's expression, in double): the CUDA
+  // kernel runs the same ones.
+  Tensor out = unary("gelu", cuda_ops::MathOp::GeluTanh, 0, a,
+                     [](auto x) { return kernels::shared::gelu_tanh_fwd(x); });
+  if (needs_grad({&a}))
+    record("GeluBackward", out, {&a}, [a = a.detach()](const Tensor& g) {
+      return std::vector<Tensor>{
+          unary_backward(cuda_ops::MathOp::GeluTanh, 0, g, a, [](auto gi, auto x) {
+            return kernels::shared::gelu_tanh_bwd(gi, x);
+          })};
+    });
+  return out;
+}
+
 }  // namespace lockstep

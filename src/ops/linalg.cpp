@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "lockstep/ops/autocast.h"
+#include "ops/batched_kernels.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
@@ -55,7 +56,8 @@ Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, bool bf16,
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_same("matmul", a, b);
   detail::check_floating("matmul", a);
-  if (a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0))
+  if (a.dim() != 2 || b.dim() != 2) return detail::matmul_batched(a, b, autocast_bf16(a));
+  if (a.size(1) != b.size(0))
     throw ShapeError("matmul: cannot multiply " + a.shape().str() + " by " + b.shape().str() +
                      " (expected [M, K] x [K, N])");
   const bool bf16 = autocast_bf16(a);

@@ -1,5 +1,5 @@
-// Shape and indexing ops: reshape, narrow, index_select, cat, chunk, tensor_split. A tensor cut
-// along `dim` is viewed as [outer, R, inner] blocks of contiguous memory.
+// Shape and indexing ops: reshape, narrow, index_select, cat, chunk, split, tensor_split. A tensor
+// cut along `dim` is viewed as [outer, R, inner] blocks of contiguous memory.
 #include <cstring>
 
 #include "ops/cuda_ops.h"
@@ -260,11 +260,22 @@ std::vector<Tensor> chunk(const Tensor& a, std::int64_t chunks, int dim) {
     throw ValueError("chunk: number of chunks must be positive, got " + std::to_string(chunks));
   int d = detail::wrap_dim("chunk", dim, a.dim());
   std::int64_t n = a.size(d);
-  std::int64_t step = (n + chunks - 1) / chunks;
+  // As torch.chunk: pieces of ceil(n / chunks), split's; one empty piece when n == 0.
+  return split(a, n == 0 ? 1 : (n + chunks - 1) / chunks, d);
+}
+
+std::vector<Tensor> split(const Tensor& a, std::int64_t split_size, int dim) {
+  detail::check_defined("split", a);
+  int d = detail::wrap_dim("split", dim, a.dim());
+  std::int64_t n = a.size(d);
+  if (split_size < 0 || (split_size == 0 && n != 0))
+    throw ValueError("split: split_size must be positive, got " + std::to_string(split_size) +
+                     " for dimension " + std::to_string(dim) + " of size " + std::to_string(n) +
+                     " (shape " + a.shape().str() + ")");
+  if (n == 0) return {narrow(a, d, 0, 0)};  // as torch.split: one empty piece
   std::vector<Tensor> out;
-  if (n == 0) return {narrow(a, d, 0, 0)};  // as torch.chunk: one empty piece
-  for (std::int64_t start = 0; start < n; start += step)
-    out.push_back(narrow(a, d, start, std::min(step, n - start)));
+  for (std::int64_t start = 0; start < n; start += split_size)
+    out.push_back(narrow(a, d, start, std::min(split_size, n - start)));
   return out;
 }
 

@@ -133,4 +133,20 @@ StridedIter transpose_iter(std::int64_t rows, std::int64_t cols) {
   return it;
 }
 
+StridedIter permute_iter(const Shape& in, const std::vector<int>& dims) {
+  const auto cs = contiguous_strides(in);
+  Shape out;
+  for (int d : dims) out.push_back(in[d]);
+  const auto os = contiguous_strides(out);
+  StridedIter it;
+  it.nd = out.size();
+  for (int i = 0; i < it.nd; ++i) {
+    it.sizes[i] = out[i];
+    it.strides[0][i] = os[static_cast<std::size_t>(i)];
+    it.strides[1][i] = cs[static_cast<std::size_t>(dims[static_cast<std::size_t>(i)])];
+  }
+  if (out.numel() > 0) coalesce(it);
+  return it;
+}
+
 }  // namespace lockstep::detail

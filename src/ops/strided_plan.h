@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "lockstep/core/shape.h"
 #include "ops/device_ops.h"
@@ -42,5 +43,10 @@ StridedIter slice_iter(const Shape& full, int d, std::int64_t start, std::int64_
 /// t() of a contiguous [rows, cols] tensor: the iteration space is the output [cols, rows];
 /// operand 0 is the output (contiguous), operand 1 the input.
 StridedIter transpose_iter(std::int64_t rows, std::int64_t cols);
+
+/// permute(dims) of a contiguous tensor of shape `in` (dims: a permutation of 0..in.size()-1,
+/// already checked): the iteration space is the output (dimension i of size in[dims[i]]);
+/// operand 0 is the output (contiguous), operand 1 the input.
+StridedIter permute_iter(const Shape& in, const std::vector<int>& dims);
 
 }  // namespace lockstep::detail

@@ -248,6 +248,49 @@ std::vector<OpCase> op_cases() {
                },
                false,
                kBoth});
+  // ---- nanoGPT's attention ops (issue 19): batched matmul, transpose / permute, split, the
+  // tanh GELU and scaled_dot_product_attention's composition ----
+  c.push_back({"gelu_tanh", singles(), [](V in, Device) { return gelu(in[0], "tanh"); }, false,
+               kBoth});
+  c.push_back({"matmul_batched",
+               {{Shape{2, 3, 5, 4}, Shape{2, 3, 4, 6}},
+                {Shape{3, 1, 7}, Shape{3, 7, 1}},
+                {Shape{0, 3, 4}, Shape{0, 4, 2}},
+                {Shape{2, 3, 0}, Shape{2, 0, 4}},
+                {Shape{2, 5, 4}, Shape{4, 3}},
+                {Shape{5, 4}, Shape{3, 4, 6}}},
+               [](V in, Device) { return matmul(in[0], in[1]); },
+               false,
+               kBoth});
+  c.push_back({"permute_0213",
+               {{Shape{2, 3, 4, 5}}, {Shape{1, 7, 1, 3}}, {Shape{2, 0, 3, 1}}},
+               [](V in, Device) { return permute(in[0], {0, 2, 1, 3}); },
+               false,
+               kBoth});
+  c.push_back({"transpose_neg",
+               {{Shape{3, 5, 4}}, {Shape{1, 7}}, {Shape{2, 0, 3}}},
+               [](V in, Device) { return transpose(in[0], -1, 0); },
+               false,
+               kBoth});
+  c.push_back({"split_dim1",
+               {{Shape{3, 7, 2}}, {Shape{2, 2}}},
+               [](V in, Device) {
+                 auto p = split(in[0], 2, 1);
+                 return cat({mul(p.back(), 3.0), p.front()}, 1);
+               },
+               false,
+               kBoth});
+  for (bool causal : {false, true})
+    c.push_back({causal ? "sdpa_causal" : "sdpa",
+                 {{Shape{2, 3, 5, 4}, Shape{2, 3, 5, 4}, Shape{2, 3, 5, 4}},
+                  {Shape{1, 1, 1, 3}, Shape{1, 1, 1, 3}, Shape{1, 1, 1, 3}},
+                  {Shape{1, 2, 6, 1}, Shape{1, 2, 6, 1}, Shape{1, 2, 6, 1}},
+                  {Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 5, 2}}},
+                 [causal](V in, Device) {
+                   return scaled_dot_product_attention(in[0], in[1], in[2], causal);
+                 },
+                 false,
+                 kBoth});
   return c;
 }
 

@@ -98,13 +98,15 @@ TEST(AutocastBreak, LongTensorRoundingEqualsScalarRounding) {
   EXPECT_EQ(t.to_vector<float>(), v) << "the source was modified";
 }
 
-// matmul takes 2-d operands only (PyTorch's 1-d/3-d broadcasting forms are not implemented):
-// under autocast too they are ShapeErrors, not crashes.
+// matmul's 1-d forms and general batch broadcasting are not implemented: under autocast too
+// they are ShapeErrors, not crashes.
 TEST(AutocastBreak, MatmulOfOneAndThreeDimensionalShapesIsAShapeError) {
   AutocastGuard region;
   expect_error<ShapeError>([] { (void)matmul(ones({3}), ones({3})); }, {"matmul", "[3]"});
   expect_error<ShapeError>([] { (void)matmul(ones({2, 3}), ones({3})); }, {"matmul"});
-  expect_error<ShapeError>([] { (void)matmul(ones({2, 2, 3}), ones({3, 4})); }, {"matmul"});
+  // [2, 2, 3] x [3, 4] is torch.matmul's batched product now (issue 19); batches that do not
+  // broadcast are still refused.
+  expect_error<ShapeError>([] { (void)matmul(ones({2, 2, 3}), ones({3, 3, 4})); }, {"matmul"});
   expect_error<ShapeError>([] { (void)matmul(ones({2, 3}), ones({4, 2})); }, {"[2, 3]", "[4, 2]"});
 }
 

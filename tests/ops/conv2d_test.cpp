@@ -68,17 +68,6 @@ std::vector<Tensor> run(const ConvCase& c, DType dtype, KernelMode mode) {
   return {out.detach(), in.x.grad(), in.w.grad(), in.b.defined() ? in.b.grad() : Tensor()};
 }
 
-// As tests/ops/kernel_agreement_test.cpp: rtol `tol` plus atol = tol × the largest reference
-// magnitude (a float32 sum in another order differs by about 2^-24·√K·(its terms)).
-::testing::AssertionResult agree(const Tensor& fast, const Tensor& ref, double tol) {
-  if (fast.defined() != ref.defined())
-    return ::testing::AssertionFailure() << "defined in only one mode";
-  if (!fast.defined()) return ::testing::AssertionSuccess();
-  double mag = 0;
-  for (double v : ref.to_vector<double>()) mag = std::max(mag, std::abs(v));
-  return AllClose(fast, ref, tol, tol * std::max(mag, 1e-30));
-}
-
 class Conv2dKernels : public ::testing::TestWithParam<std::tuple<ConvCase, DType>> {};
 
 TEST_P(Conv2dKernels, FastMatchesReference) {
@@ -89,7 +78,7 @@ TEST_P(Conv2dKernels, FastMatchesReference) {
   const char* names[] = {"output", "grad x", "grad weight", "grad bias"};
   for (std::size_t i = 0; i < fast.size(); ++i) {
     if (fast[i].defined()) EXPECT_EQ(fast[i].dtype(), dtype) << names[i];
-    EXPECT_TRUE(agree(fast[i], ref[i], tol)) << names[i];
+    EXPECT_TRUE(AgreesWithReference(fast[i], ref[i], tol)) << names[i];
   }
   EXPECT_EQ(fast[0].shape(), expected_out(c));
 }

@@ -131,16 +131,7 @@ std::vector<Tensor> run(const Case& c, DType dtype, KernelMode mode) {
 // Hence rtol 1e-5 plus atol = 1e-5 × the tensor's largest reference magnitude: the measured
 // |fast - ref| / max|ref| is at most 7e-7 for K = 33..4096, a 14x margin, while any indexing or
 // formula mistake shows up as an O(max|ref|) error. float64 uses the same rule with 1e-12.
-::testing::AssertionResult agree(const Tensor& fast, const Tensor& ref, double tol) {
-  if (!fast.defined() || !ref.defined())
-    return fast.defined() == ref.defined()
-               ? ::testing::AssertionSuccess()
-               : ::testing::AssertionFailure() << "gradient defined in only one mode";
-  auto rv = ref.to_vector<double>();
-  double mag = 0;
-  for (double v : rv) mag = std::max(mag, std::abs(v));
-  return AllClose(fast, ref, tol, tol * std::max(mag, 1e-30));
-}
+// (AgreesWithReference, tests/support/tolerance.h.)
 
 class KernelAgreement : public ::testing::TestWithParam<std::tuple<Case, DType>> {};
 
@@ -152,7 +143,7 @@ TEST_P(KernelAgreement, FastMatchesReference) {
   double tol = dtype == kFloat32 ? 1e-5 : 1e-12;
   for (std::size_t i = 0; i < fast.size(); ++i) {
     ASSERT_EQ(fast[i].dtype(), dtype);
-    EXPECT_TRUE(agree(fast[i], ref[i], tol)) << (i == 0 ? "output" : "grad of input ")
+    EXPECT_TRUE(AgreesWithReference(fast[i], ref[i], tol)) << (i == 0 ? "output" : "grad of input ")
                                               << (i == 0 ? "" : std::to_string(i - 1));
   }
 }

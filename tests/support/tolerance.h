@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -59,6 +60,20 @@ inline ::testing::AssertionResult BitEqual(const Tensor& a, const Tensor& b) {
         std::memcmp(&va[i], &vb[i], sizeof(double)) != 0)
       return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
   return ::testing::AssertionSuccess();
+}
+
+/// A fast kernel's result against the reference kernel's (tests/ops/kernel_agreement_test.cpp's
+/// rule): rtol `tol` plus atol = tol × the largest reference magnitude, since a float sum in
+/// another order differs by about u·√K·(size of its terms) even where the result cancels to
+/// near 0. Both undefined (no gradient in either mode) agree.
+inline ::testing::AssertionResult AgreesWithReference(const Tensor& fast, const Tensor& ref,
+                                                      double tol) {
+  if (fast.defined() != ref.defined())
+    return ::testing::AssertionFailure() << "defined in only one mode";
+  if (!fast.defined()) return ::testing::AssertionSuccess();
+  double mag = 0;
+  for (double v : ref.to_vector<double>()) mag = std::max(mag, std::abs(v));
+  return AllClose(fast, ref, tol, tol * std::max(mag, 1e-30));
 }
 
 }  // namespace lockstep::testing

@@ -1,6 +1,10 @@
 // Activation modules (torch.nn.ReLU, Tanh, Sigmoid, GELU); no parameters.
 #pragma once
 
+#include <string>
+#include <utility>
+
+#include "lockstep/core/error.h"
 #include "lockstep/nn/module.h"
 #include "lockstep/ops/ops.h"
 
@@ -27,12 +31,21 @@ class Sigmoid : public Cloneable<Sigmoid> {
   std::string name() const override { return "Sigmoid"; }
 };
 
-/// Exact GELU x·Φ(x) (PyTorch's default approximate='none').
+/// torch.nn.GELU(approximate=...): "none" (PyTorch's default) is the exact x·Φ(x), "tanh" the
+/// tanh approximation (nanoGPT's MLP uses the exact one). ValueError for any other string.
 class GELU : public Cloneable<GELU> {
  public:
-  Tensor forward(const Tensor& x) override { return gelu(x); }
+  explicit GELU(std::string approximate = "none") : approximate_(std::move(approximate)) {
+    if (approximate_ != "none" && approximate_ != "tanh")
+      throw ValueError("GELU: approximate must be 'none' or 'tanh', got '" + approximate_ + "'");
+  }
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate_); }
   void reset() override {}
   std::string name() const override { return "GELU"; }
+  const std::string& approximate() const { return approximate_; }
+
+ private:
+  std::string approximate_;
 };
 
 }  // namespace lockstep::nn

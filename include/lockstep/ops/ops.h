@@ -6,13 +6,17 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "lockstep/core/generator.h"
 #include "lockstep/core/tensor.h"
+#include "lockstep/ops/attention.h"
 #include "lockstep/ops/batch_norm.h"
 #include "lockstep/ops/conv.h"
+#include "lockstep/ops/embedding.h"
+#include "lockstep/ops/layer_norm.h"
 #include "lockstep/ops/pool.h"
 
 namespace lockstep {
@@ -47,6 +51,10 @@ Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 /// GELU, exact form x·Φ(x) = x/2·(1 + erf(x/√2)) (torch.nn.functional.gelu, approximate='none').
 Tensor gelu(const Tensor& a);
+/// torch.nn.functional.gelu(a, approximate=...): "none" is gelu(a) above, "tanh" the
+/// approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (PyTorch's formula and backward, in
+/// double, rounded once). ValueError for any other string.
+Tensor gelu(const Tensor& a, const std::string& approximate);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -66,8 +74,13 @@ inline Tensor operator/(const Tensor& a, double s) {
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
 
 // ---- linear algebra --------------------------------------------------------------------------
-/// [M, K] x [K, N] -> [M, N] (float dtypes); OpenBLAS cblas_sgemm/cblas_dgemm. ShapeError for
-/// non-2-d inputs or mismatched inner dimensions.
+/// [M, K] x [K, N] -> [M, N] (float dtypes); OpenBLAS cblas_sgemm/cblas_dgemm. With more than
+/// two dimensions, torch.matmul's batched product [..., M, K] x [..., K, N] -> [..., M, N] when
+/// the leading (batch) dimensions are identical, or one operand's are all 1 or missing (a 2-d
+/// weight against a batch: broadcast); on the CPU one GEMM per batch index, the batch split over
+/// the intra-op team with each GEMM on one thread (the bits do not depend on the thread count).
+/// ShapeError naming both shapes for 1-d or 0-d inputs, mismatched inner dimensions, or batch
+/// dimensions that broadcast otherwise (torch.matmul's general broadcasting is not built).
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// y = x Wᵀ + b (torch.nn.functional.linear): x [B, in], weight [out, in], bias [out] or
 /// undefined -> [B, out]. One GEMM; the bias is added in the same pass.
@@ -104,6 +117,13 @@ Tensor reshape(const Tensor& a, const Shape& shape);
 Tensor flatten(const Tensor& a, int start_dim = 0, int end_dim = -1);
 /// Transpose of a 2-d tensor (a copy, since tensors are contiguous).
 Tensor t(const Tensor& a);
+/// torch.transpose: dimensions dim0 and dim1 swapped (negative dims count from the end); a copy.
+/// IndexError for a dim outside the tensor.
+Tensor transpose(const Tensor& a, int dim0, int dim1);
+/// torch.permute: output dimension i is input dimension dims[i] (negative allowed); a copy whose
+/// backward applies the inverse permutation. IndexError unless dims is a permutation of the
+/// tensor's dimensions.
+Tensor permute(const Tensor& a, const std::vector<int>& dims);
 /// Elements [start, start+length) along `dim`. A view for dim 0, a copy otherwise.
 Tensor narrow(const Tensor& a, int dim, std::int64_t start, std::int64_t length);
 /// Rows (or slices along `dim`) picked by a 1-d int64 `index`; IndexError when out of range.
@@ -115,6 +135,11 @@ std::vector<Tensor> chunk(const Tensor& a, std::int64_t chunks, int dim = 0);
 /// torch.tensor_split: exactly `sections` pieces whose sizes differ by at most one, larger first
 /// (9 into 4 -> 3,2,2,2); some may be empty.
 std::vector<Tensor> tensor_split(const Tensor& a, std::int64_t sections, int dim = 0);
+/// torch.split(a, split_size, dim): pieces of split_size along `dim`, the last one smaller when
+/// split_size does not divide the size (narrow of each: views along dim 0, copies otherwise); a
+/// size-0 dimension gives one empty piece. ValueError for split_size <= 0 (torch allows 0 only on
+/// an empty dimension).
+std::vector<Tensor> split(const Tensor& a, std::int64_t split_size, int dim = 0);
 /// Split sizes of tensor_split(n, sections) without touching data.
 std::vector<std::int64_t> split_sizes(std::int64_t n, std::int64_t sections);
 

@@ -18,6 +18,7 @@
 
 #include "lockstep/core/parallel.h"
 #include "ops/conv_kernels.h"
+#include "ops/cpu/one_thread.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels::cpu {
@@ -95,19 +96,6 @@ void col2im_add(const Conv2dGeom& g, const T* col, T* gxg) {
         }
       }
 }
-
-// The calling thread's intra-op count set to 1 for the scope: a task of parallel_run must not
-// start another on the same team (task 0 runs on the caller).
-class OneThread {
- public:
-  OneThread() : saved_(get_num_threads()) { set_num_threads(1); }
-  ~OneThread() { set_num_threads(saved_); }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-
- private:
-  int saved_;
-};
 
 // Runs body(lo, hi, col) over samples [0, n): in contiguous blocks on the team when the call is
 // large enough, else on the calling thread. `col` is a scratch buffer of col_elems per task.

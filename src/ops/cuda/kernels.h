@@ -305,13 +305,14 @@ using shared::ReducePlan;
 using shared::StridedIter;
 
 /// Elementwise math: y[i] = f(x[i]), i < n, f the CPU op's formula (device_ops.h): Exp, Log,
-/// Sqrt (exact), Pow (x^param in double), Sigmoid, Gelu (erf form, in double).
-enum class Math : std::uint8_t { Exp, Log, Sqrt, Pow, Sigmoid, Gelu };
+/// Sqrt (exact), Pow (x^param in double), Sigmoid, Gelu (erf form, in double), GeluTanh (the tanh
+/// approximation, in double).
+enum class Math : std::uint8_t { Exp, Log, Sqrt, Pow, Sigmoid, Gelu, GeluTanh };
 template <class T>
 void math_forward(Math op, const T* x, T* y, std::int64_t n, double param, Exec exec);
 
 /// Their backward: gi[i] = df(g[i], saved[i]) where saved is the forward's result y (Sqrt,
-/// Sigmoid) or its input x (Pow, Gelu); Exp and Log compose from mul / div on the device.
+/// Sigmoid) or its input x (Pow, Gelu, GeluTanh); Exp and Log compose from mul / div on the device.
 template <class T>
 void math_backward(Math op, const T* g, const T* saved, T* gi, std::int64_t n, double param,
                    Exec exec);

@@ -1,5 +1,6 @@
-// Elementwise math (exp, log, sqrt, pow, sigmoid, gelu), their backward, and eq's zero test
-// (see kernels.h; the formulas are src/ops/device_ops.h, shared with the host tests).
+// Elementwise math (exp, log, sqrt, pow, sigmoid, gelu exact and tanh), their backward, and
+// eq's zero test (see kernels.h; the formulas are src/ops/device_ops.h, shared with the host
+// tests).
 #include "ops/cuda/launch.cuh"
 
 namespace lockstep::kernels::cuda {
@@ -32,6 +33,9 @@ __global__ void math_forward_kernel(Math op, const T* x, T* y, std::int64_t n, d
       case Math::Gelu:
         out = sh::gelu_fwd(v);
         break;
+      case Math::GeluTanh:
+        out = sh::gelu_tanh_fwd(v);
+        break;
     }
     y[i] = out;
   }
@@ -56,6 +60,9 @@ __global__ void math_backward_kernel(Math op, const T* g, const T* saved, T* gi,
       case Math::Gelu:
         out = sh::gelu_bwd(gv, s);
         break;
+      case Math::GeluTanh:
+        out = sh::gelu_tanh_bwd(gv, s);
+        break;
       case Math::Exp:
       case Math::Log:
         break;  // composed from mul / div by the op layer; never launched
@@ -77,6 +84,7 @@ const char* math_name(Math op) {
     case Math::Sigmoid:
       return "sigmoid";
     case Math::Gelu:
+    case Math::GeluTanh:
       return "gelu";
   }
   return "math";

@@ -471,6 +471,8 @@ kc::Math to_cuda(MathOp op) {
       return kc::Math::Sigmoid;
     case MathOp::Gelu:
       return kc::Math::Gelu;
+    case MathOp::GeluTanh:
+      return kc::Math::GeluTanh;
   }
   return kc::Math::Exp;
 }

@@ -1,0 +1,36 @@
+// Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention): a fused CPU
+// kernel, and as its reference a composition of differentiable ops (batched matmul, transpose, an
+// additive causal mask, softmax along the last dimension, dropout). Included by
+// lockstep/ops/ops.h.
+#pragma once
+
+#include <optional>
+
+#include "lockstep/core/tensor.h"
+
+namespace lockstep {
+
+/// softmax(q·kᵀ·scale + mask)·v for q [..., L, E], k [..., S, E], v [..., S, Ev] with identical
+/// leading dimensions (e.g. [B, H, T, head size]) -> [..., L, Ev], float32 or float64, as
+/// torch.nn.functional.scaled_dot_product_attention without attn_mask:
+///   - scale defaults to 1/√E;
+///   - is_causal: query position i attends key positions j ≤ i (torch's top-left aligned
+///     ones(L, S).tril() mask, added as 0 / −inf before the softmax);
+///   - dropout_p > 0 drops attention weights with that probability, as torch does whatever
+///     the module's mode (nanoGPT passes dropout_p = 0 in eval); ops' dropout (and its
+///     DropoutKey, keyed by dim 0) draws the mask, so the bits are not PyTorch's.
+/// ShapeError naming the three shapes when they do not
+/// fit; ValueError for dropout_p outside [0, 1]; DTypeError / DeviceError for mixed dtypes or
+/// devices. Under is_causal every query row keeps key 0, so no row is
+/// fully masked (for S ≥ 1).
+/// On the CPU (without dropout or autocast, in the fast kernel mode) a fused kernel computes it
+/// per batch·head slice with one autograd node (src/ops/cpu/attention.cpp: the scores of a slice
+/// in a scratch block, the backward recomputing the weights from each row's saved log-sum-exp);
+/// in the reference kernel mode, on a GPU, with dropout or under autocast the composition runs,
+/// and it is the fused kernel's oracle (tests/ops/attention_test.cpp). Not built: a fused CUDA
+/// kernel, and an online-softmax (FlashAttention) blocking that would not hold L·S scores.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool is_causal = false, double dropout_p = 0.0,
+                                    std::optional<double> scale = std::nullopt);
+
+}  // namespace lockstep

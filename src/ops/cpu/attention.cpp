@@ -1,0 +1,133 @@
+// The fused CPU attention kernels (src/ops/batched_kernels.h): per batch·head slice, the scores
+// in one GEMM, the softmax rows in double, the weights kept in a per-task scratch block instead
+// of [B, H, L, S] autograd tensors, and the backward recomputing them from the saved
+// log-sum-exp. Slices are split over the intra-op team, every GEMM on one thread.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "lockstep/core/parallel.h"
+#include "ops/batched_kernels.h"
+#include "ops/cpu/one_thread.h"
+
+namespace lockstep::kernels::cpu {
+
+namespace {
+
+// The keys query row i attends: all S, or the first min(i + 1, S) under the causal mask.
+std::int64_t keys_of(std::int64_t i, std::int64_t s, bool causal) {
+  return causal ? std::min(i + 1, s) : s;
+}
+
+// w[i, j] = exp(scores[i, j] − lse[i]) for the attended keys, 0 for the masked ones.
+template <class T>
+void weights_from_lse(T* w, const double* lse, std::int64_t l, std::int64_t s, bool causal) {
+  for (std::int64_t i = 0; i < l; ++i) {
+    T* row = w + i * s;
+    const std::int64_t n = keys_of(i, s, causal);
+    for (std::int64_t j = 0; j < n; ++j)
+      row[j] = static_cast<T>(std::exp(static_cast<double>(row[j]) - lse[i]));
+    std::fill(row + n, row + s, T(0));
+  }
+}
+
+// One slice's forward (batched_kernels.h); w: L·S scratch.
+template <class T>
+void forward_slice(std::int64_t l, std::int64_t s, std::int64_t e, std::int64_t ev, const T* q,
+                   const T* k, const T* v, double scale, bool causal, T* out, double* lse, T* w) {
+  gemm<T>(false, true, l, s, e, static_cast<T>(scale), q, e, k, e, T(0), w, s);
+  for (std::int64_t i = 0; i < l; ++i) {
+    const T* row = w + i * s;
+    const std::int64_t n = keys_of(i, s, causal);
+    double mx = -std::numeric_limits<double>::infinity();
+    for (std::int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    double sum = 0;
+    for (std::int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(row[j]) - mx);
+    lse[i] = mx + std::log(sum);
+  }
+  weights_from_lse(w, lse, l, s, causal);
+  gemm<T>(false, false, l, ev, s, T(1), w, s, v, ev, T(0), out, ev);
+}
+
+// One slice's backward; scratch: 2·L·S.
+template <class T>
+void backward_slice(std::int64_t l, std::int64_t s, std::int64_t e, std::int64_t ev, const T* q,
+                    const T* k, const T* v, const double* lse, const T* gout, double scale,
+                    bool causal, T* gq, T* gk, T* gv, T* scratch) {
+  T* w = scratch;
+  T* dw = scratch + l * s;
+  gemm<T>(false, true, l, s, e, static_cast<T>(scale), q, e, k, e, T(0), w, s);
+  weights_from_lse(w, lse, l, s, causal);
+  gemm<T>(true, false, s, ev, l, T(1), w, s, gout, ev, T(0), gv, ev);  // gv = wᵀ·gout
+  gemm<T>(false, true, l, s, ev, T(1), gout, ev, v, ev, T(0), dw, s);  // dw = gout·vᵀ
+  for (std::int64_t i = 0; i < l; ++i) {  // ds = w ⊙ (dw − Σ_j w·dw), into dw
+    const T* wr = w + i * s;
+    T* dr = dw + i * s;
+    double dot = 0;
+    for (std::int64_t j = 0; j < s; ++j) dot += static_cast<double>(wr[j]) * dr[j];
+    for (std::int64_t j = 0; j < s; ++j)
+      dr[j] = static_cast<T>(static_cast<double>(wr[j]) * (static_cast<double>(dr[j]) - dot));
+  }
+  // gq = scale·ds·k, gk = scale·dsᵀ·q
+  const T sc = static_cast<T>(scale);
+  gemm<T>(false, false, l, e, s, sc, dw, s, k, e, T(0), gq, e);
+  gemm<T>(true, false, s, e, l, sc, dw, s, q, e, T(0), gk, e);
+}
+
+// Below this many multiply-adds in all the slices run on the calling thread.
+constexpr std::int64_t kAttentionParallelMacs = std::int64_t(1) << 18;
+
+// body(lo, hi, scratch) over slices [lo, hi), on the team in contiguous ranges when large
+// enough, each range under OneThread with its own scratch of `scratch_elems`.
+template <class T, class Body>
+void for_slices(std::int64_t batch, std::int64_t macs, std::int64_t scratch_elems, Body body) {
+  auto range = [&](std::int64_t lo, std::int64_t hi) {
+    OneThread one;
+    std::vector<T> scratch(static_cast<std::size_t>(scratch_elems));
+    body(lo, hi, scratch.data());
+  };
+  const int parts = static_cast<int>(std::min<std::int64_t>(get_num_threads(), batch));
+  if (parts <= 1 || macs < kAttentionParallelMacs) return range(0, batch);
+  parallel_run(parts, [&](int t) { range(batch * t / parts, batch * (t + 1) / parts); });
+}
+
+}  // namespace
+
+template <class T>
+void attention_forward(std::int64_t batch, std::int64_t l, std::int64_t s, std::int64_t e,
+                       std::int64_t ev, const T* q, const T* k, const T* v, double scale,
+                       bool causal, T* out, double* lse) {
+  for_slices<T>(batch, batch * l * s * (e + ev), l * s,
+                [&](std::int64_t lo, std::int64_t hi, T* w) {
+                  for (std::int64_t b = lo; b < hi; ++b)
+                    forward_slice<T>(l, s, e, ev, q + b * l * e, k + b * s * e, v + b * s * ev,
+                                     scale, causal, out + b * l * ev, lse + b * l, w);
+                });
+}
+
+template <class T>
+void attention_backward(std::int64_t batch, std::int64_t l, std::int64_t s, std::int64_t e,
+                        std::int64_t ev, const T* q, const T* k, const T* v, const double* lse,
+                        const T* gout, double scale, bool causal, T* gq, T* gk, T* gv) {
+  for_slices<T>(batch, 2 * batch * l * s * (e + ev), 2 * l * s,
+                [&](std::int64_t lo, std::int64_t hi, T* scratch) {
+                  for (std::int64_t b = lo; b < hi; ++b)
+                    backward_slice<T>(l, s, e, ev, q + b * l * e, k + b * s * e, v + b * s * ev,
+                                      lse + b * l, gout + b * l * ev, scale, causal, gq + b * l * e,
+                                      gk + b * s * e, gv + b * s * ev, scratch);
+                });
+}
+
+#define LOCKSTEP_INSTANTIATE(T)                                                                    \
+  template void attention_forward<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
+                                     std::int64_t, const T*, const T*, const T*, double, bool, T*, \
+                                     double*);                                                     \
+  template void attention_backward<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t,      \
+                                      std::int64_t, const T*, const T*, const T*, const double*,   \
+                                      const T*, double, bool, T*, T*, T*);
+LOCKSTEP_INSTANTIATE(float)
+LOCKSTEP_INSTANTIATE(double)
+#undef LOCKSTEP_INSTANTIATE
+
+}  // namespace lockstep::kernels::cpu

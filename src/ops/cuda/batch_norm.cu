@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/check.h"
+#include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda_pool_norm_ops.h"
@@ -26,20 +27,6 @@ __device__ inline std::int64_t bn_offset(const BnGeom& g, std::int64_t c, std::i
   return (n * g.c + c) * g.spatial + s;
 }
 
-// Σ of every thread's `v` over the block (kThreads threads), the same fixed tree every run;
-// every thread gets the total. `s` is kThreads doubles of shared memory.
-__device__ inline double block_sum(double v, double* s) {
-  s[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) s[threadIdx.x] = kd::add_rn(s[threadIdx.x], s[threadIdx.x + w]);
-    __syncthreads();
-  }
-  const double total = s[0];
-  __syncthreads();  // s may be reused right after
-  return total;
-}
-
 // Channel c's mean and Σ(x − mean)² over its m = n·spatial elements (every thread of the
 // block gets both).
 struct Moments {
@@ -51,13 +38,13 @@ __device__ Moments channel_moments(const T* x, const BnGeom& g, std::int64_t c, 
   double sum = 0;
   for (std::int64_t j = threadIdx.x; j < m; j += kThreads)
     sum = kd::add_rn(sum, static_cast<double>(x[bn_offset(g, c, j)]));
-  const double mu = kd::div_rn(block_sum(sum, s), static_cast<double>(m));
+  const double mu = kd::div_rn(kd::block_sum_fixed(sum, s), static_cast<double>(m));
   double var_sum = 0;
   for (std::int64_t j = threadIdx.x; j < m; j += kThreads) {
     const double d = kd::sub_rn(static_cast<double>(x[bn_offset(g, c, j)]), mu);
     var_sum = kd::add_rn(var_sum, kd::mul_rn(d, d));
   }
-  return {mu, block_sum(var_sum, s)};
+  return {mu, kd::block_sum_fixed(var_sum, s)};
 }
 
 // Channel c's Σdy and Σdy·(x − mean) (every thread of the block gets both).
@@ -75,8 +62,8 @@ __device__ GradSums channel_grad_sums(const T* dy, const T* x, double mean, cons
     sum = kd::add_rn(sum, d);
     dot = kd::add_rn(dot, kd::mul_rn(d, kd::sub_rn(static_cast<double>(x[o]), mean)));
   }
-  sum = block_sum(sum, s);
-  return {sum, block_sum(dot, s)};
+  sum = kd::block_sum_fixed(sum, s);
+  return {sum, kd::block_sum_fixed(dot, s)};
 }
 
 template <class T>
@@ -171,15 +158,6 @@ __global__ void bn_backward_elemt_kernel(const T* dy, const T* x, const double* 
   }
 }
 
-// One block per channel.
-template <class Kernel, class... Args>
-void launch_per_channel(const char* name, std::int64_t channels, Exec exec, Kernel kernel,
-                        Args... args) {
-  if (channels <= 0) return;
-  ::lockstep::cuda::DeviceGuard guard(exec.device);
-  kernel<<<static_cast<unsigned>(channels), kThreads, 0, exec.stream>>>(args...);
-  LOCKSTEP_CUDA_CHECK_LAUNCH(exec.device, name);
-}
 
 }  // namespace
 
@@ -188,7 +166,7 @@ void batch_norm_train_stats(const T* x, const BnGeom& g, double eps, double mome
                             T* running_mean, T* running_var, double* mean, double* invstd,
                             int device) {
   if (g.n * g.spatial == 0) return;
-  launch_per_channel("batch_norm_train_stats", g.c, on_device(device), bn_train_stats_kernel<T>, x,
+  kd::launch_blocks("batch_norm_train_stats", g.c, on_device(device), bn_train_stats_kernel<T>, x,
                      g, eps, momentum, running_mean, running_var, mean, invstd);
 }
 template <class T>
@@ -208,20 +186,20 @@ template <class T>
 void batch_norm_backward(const T* dy, const T* x, const double* mean, const double* invstd,
                          const T* w, const BnGeom& g, bool training, T* dx, T* dw, T* db,
                          int device) {
-  launch_per_channel("batch_norm_backward", g.c, on_device(device), bn_backward_kernel<T>, dy, x,
+  kd::launch_blocks("batch_norm_backward", g.c, on_device(device), bn_backward_kernel<T>, dy, x,
                      mean, invstd, w, g, training, dx, dw, db);
 }
 
 template <class T>
 void batch_norm_stats(const T* x, const BnGeom& g, double* mean, double* var, int device) {
   if (g.n * g.spatial == 0) return;
-  launch_per_channel("batch_norm_stats", g.c, on_device(device), bn_stats_kernel<T>, x, g, mean,
+  kd::launch_blocks("batch_norm_stats", g.c, on_device(device), bn_stats_kernel<T>, x, g, mean,
                      var);
 }
 template <class T>
 void batch_norm_backward_reduce(const T* dy, const T* x, const double* mean, const BnGeom& g,
                                 double* sum_dy, double* dot, int device) {
-  launch_per_channel("batch_norm_backward_reduce", g.c, on_device(device),
+  kd::launch_blocks("batch_norm_backward_reduce", g.c, on_device(device),
                      bn_backward_reduce_kernel<T>, dy, x, mean, g, sum_dy, dot);
 }
 template <class T>

@@ -25,7 +25,6 @@ namespace {
 constexpr std::size_t kMinBlock = 512;
 constexpr std::size_t kSmallLimit = std::size_t{1} << 20;  // 1 MiB
 constexpr std::size_t kLargeRound = std::size_t{2} << 20;  // 2 MiB
-constexpr int kMaxDevices = 64;
 
 using FreeLists = std::unordered_map<std::size_t, std::vector<void*>>;  // size class -> blocks
 

@@ -16,6 +16,11 @@
 
 #include "lockstep/core/error.h"
 
+namespace lockstep::cuda {
+/// The most CUDA devices the backend's per-device tables (allocator caches, graph registry) hold.
+inline constexpr int kMaxDevices = 64;
+}  // namespace lockstep::cuda
+
 namespace lockstep::cuda::detail {
 
 inline std::string device_name(int device) {

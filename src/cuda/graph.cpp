@@ -13,7 +13,6 @@ namespace lockstep::cuda {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
 
 // The graph capturing each device's compute stream (set by capture_begin, cleared at its end).
 std::mutex registry_mutex;

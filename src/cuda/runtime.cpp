@@ -66,7 +66,6 @@ const DeviceInfo& device_info() {
   return info;
 }
 
-constexpr int kMaxDevices = 64;
 
 }  // namespace
 

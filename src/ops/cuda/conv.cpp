@@ -33,7 +33,7 @@ namespace lockstep::cuda_conv_ops {
 namespace {
 
 using kernels::Conv2dGeom;
-constexpr int kMaxDevices = 64;
+using ::lockstep::cuda::kMaxDevices;
 
 std::string geom_text(const Conv2dGeom& g) {
   auto s = [](std::int64_t v) { return std::to_string(v); };

@@ -20,7 +20,7 @@ namespace lockstep::kernels::cuda {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
+using ::lockstep::cuda::kMaxDevices;
 
 // One handle of a library per device, created on first use by `create(device)`; never destroyed
 // (a handle destroyed during static destruction may outlive the CUDA context).

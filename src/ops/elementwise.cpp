@@ -1,6 +1,5 @@
 // Elementwise ops with broadcasting and their backward formulas.
 #include <cmath>
-#include <numbers>
 
 #include "core/wrapping.h"
 #include "ops/cuda_ops.h"
@@ -378,41 +377,24 @@ Tensor sigmoid(const Tensor& a) {
   return out;
 }
 
-Tensor gelu(const Tensor& a) {
-  // x * Φ(x), Φ(x) = (1 + erf(x / √2)) / 2 (Hendrycks & Gimpel 2016; torch's approximate='none')
-  Tensor out = unary("gelu", cuda_ops::MathOp::Gelu, 0, a, [](auto x) {
-    using T = decltype(x);
-    return static_cast<T>(0.5 * x * (1.0 + std::erf(x * (1.0 / std::numbers::sqrt2))));
-  });
-  if (needs_grad({&a}))
-    record("GeluBackward", out, {&a}, [a = a.detach()](const Tensor& g) {
-      return std::vector<Tensor>{
-          unary_backward(cuda_ops::MathOp::Gelu, 0, g, a, [](auto gi, auto x) {
-            using T = decltype(x);
-            double xd = x;
-            double cdf = 0.5 * (1.0 + std::erf(xd * (1.0 / std::numbers::sqrt2)));
-            double pdf =
-                std::exp(-0.5 * xd * xd) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
-            return static_cast<T>(gi * (cdf + xd * pdf));
-          })};
-    });
-  return out;
-}
+Tensor gelu(const Tensor& a) { return gelu(a, "none"); }
 
 Tensor gelu(const Tensor& a, const std::string& approximate) {
-  if (approximate == "none") return gelu(a);
-  if (approximate != "tanh")
+  if (approximate != "none" && approximate != "tanh")
     throw ValueError("gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
-  // The bodies of src/ops/device_ops.h themselves (PyTorch's expression, in double): the CUDA
-  // kernel runs the same ones.
-  Tensor out = unary("gelu", cuda_ops::MathOp::GeluTanh, 0, a,
-                     [](auto x) { return kernels::shared::gelu_tanh_fwd(x); });
+  // The bodies of src/ops/device_ops.h themselves (in double, rounded once), which the CUDA kernel
+  // runs too: x·Φ(x), Φ(x) = (1 + erf(x/√2))/2 (Hendrycks & Gimpel 2016; torch's
+  // approximate='none'), or PyTorch's tanh expression operation by operation.
+  const bool tanh = approximate == "tanh";
+  const auto op = tanh ? cuda_ops::MathOp::GeluTanh : cuda_ops::MathOp::Gelu;
+  Tensor out = unary("gelu", op, 0, a, [tanh](auto x) {
+    return tanh ? kernels::shared::gelu_tanh_fwd(x) : kernels::shared::gelu_fwd(x);
+  });
   if (needs_grad({&a}))
-    record("GeluBackward", out, {&a}, [a = a.detach()](const Tensor& g) {
-      return std::vector<Tensor>{
-          unary_backward(cuda_ops::MathOp::GeluTanh, 0, g, a, [](auto gi, auto x) {
-            return kernels::shared::gelu_tanh_bwd(gi, x);
-          })};
+    record("GeluBackward", out, {&a}, [a = a.detach(), op, tanh](const Tensor& g) {
+      return std::vector<Tensor>{unary_backward(op, 0, g, a, [tanh](auto gi, auto x) {
+        return tanh ? kernels::shared::gelu_tanh_bwd(gi, x) : kernels::shared::gelu_bwd(gi, x);
+      })};
     });
   return out;
 }

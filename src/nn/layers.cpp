@@ -71,8 +71,17 @@ Tensor Sequential::forward(const Tensor& x) {
 }
 
 std::shared_ptr<Module> Sequential::clone() const {
+  // A module listed twice is cloned once and listed twice in the copy, so that its parameters
+  // stay shared (as copy.deepcopy's memo keeps them in PyTorch).
   auto copy = std::make_shared<Sequential>();
-  for (auto& [k, m] : named_children()) copy->push_back(m->clone());
+  std::vector<std::pair<const Module*, std::shared_ptr<Module>>> cloned;
+  for (auto& [k, m] : named_children()) {
+    std::shared_ptr<Module> c;
+    for (const auto& [orig, done] : cloned)
+      if (orig == m.get()) c = done;
+    if (!c) cloned.emplace_back(m.get(), c = m->clone());
+    copy->push_back(c);
+  }
   copy->train(is_training());
   return copy;
 }

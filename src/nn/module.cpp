@@ -94,10 +94,39 @@ void Module::collect(const std::string& prefix, bool recurse, bool params,
     for (const auto& [k, c] : children_) c->collect(prefix + k + ".", true, params, out);
 }
 
+namespace {
+// PyTorch's remove_duplicate=True: a tensor registered under several names (tied weights) is
+// kept under the first name met.
+void remove_duplicates(std::vector<std::pair<std::string, Tensor>>& items) {
+  std::set<const void*> seen;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    if (seen.insert(items[i].second.impl_ptr().get()).second) {
+      if (kept != i) items[kept] = std::move(items[i]);  // not onto itself: that empties it
+      ++kept;
+    }
+  items.resize(kept);
+}
+}  // namespace
+
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", recurse, true, out);
+  remove_duplicates(out);
   return out;
+}
+
+void Module::tie_parameter(const std::string& name, const Tensor& shared) {
+  for (auto& [k, v] : params_)
+    if (k == name) {
+      if (!shared.defined() || !v.defined() || shared.shape() != v.shape())
+        throw ValueError(this->name() + ".tie_parameter('" + name + "'): the shared tensor has "
+                         "shape " + (shared.defined() ? shared.shape().str() : "undefined") +
+                         ", the parameter " + (v.defined() ? v.shape().str() : "undefined"));
+      v = shared;
+      return;
+    }
+  throw ValueError(this->name() + ".tie_parameter: no parameter named '" + name + "'");
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -109,6 +138,7 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", recurse, false, out);
+  remove_duplicates(out);
   return out;
 }
 
@@ -155,8 +185,14 @@ StateDict Module::state_dict() const {
 void Module::load_state_dict(const StateDict& state, bool strict) {
   StateDict mine = state_dict();
   std::vector<std::string> missing, unexpected;
+  // A tied tensor (several keys, one tensor) is missing only when none of its keys is given.
+  auto given = [&](const Tensor& t) {
+    for (const auto& [k, v] : mine)
+      if (v.is_same(t) && state.contains(k)) return true;
+    return false;
+  };
   for (const auto& [k, v] : mine)
-    if (!state.contains(k)) missing.push_back(k);
+    if (!state.contains(k) && !given(v)) missing.push_back(k);
   for (const auto& [k, v] : state)
     if (!mine.contains(k)) unexpected.push_back(k);
   if (strict && (!missing.empty() || !unexpected.empty())) {

@@ -52,7 +52,10 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Type name for messages ("Linear", "Sequential", or the user's class).
   virtual std::string name() const { return "Module"; }
 
-  /// Parameters in registration order, children after their parent's own (recursively).
+  /// Parameters in registration order, children after their parent's own (recursively). A
+  /// tensor registered under several names (tied weights, tie_parameter) is listed once, under
+  /// the first name met, as PyTorch's named_parameters(remove_duplicate=True): GPT's tied
+  /// embedding is `transformer.wte.weight`, not also `lm_head.weight`. Buffers alike.
   std::vector<Tensor> parameters(bool recurse = true) const;
   virtual std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
@@ -62,11 +65,16 @@ class Module : public std::enable_shared_from_this<Module> {
     return children_;
   }
 
-  /// Parameters and buffers under dotted names, values shared with the module (not copies).
+  /// Parameters and buffers under dotted names, values shared with the module (not copies). A
+  /// tied tensor appears under every name it has (PyTorch's state_dict keeps both
+  /// `transformer.wte.weight` and `lm_head.weight`).
   virtual StateDict state_dict() const;
   /// Copies values into the existing tensors. `strict`: every key must match one parameter or
-  /// buffer and vice versa. Throws StateDictError listing missing and unexpected keys, or naming
-  /// the key and both shapes on a shape mismatch; nothing is modified when it throws.
+  /// buffer and vice versa, except that a tied tensor needs only one of its names (a file from
+  /// safetensors.torch.save_model keeps one; when several are given, each is copied in key
+  /// order, so the last wins, as PyTorch). Throws StateDictError listing missing and unexpected
+  /// keys, or naming the key and both shapes on a shape mismatch; nothing is modified when it
+  /// throws.
   virtual void load_state_dict(const StateDict& state, bool strict = true);
 
   /// Sets training mode on this module and all children (torch.nn.Module.train).
@@ -82,6 +90,13 @@ class Module : public std::enable_shared_from_this<Module> {
 
   /// Sets every parameter's gradient to none (PyTorch 2.x zero_grad(set_to_none=True)).
   virtual void zero_grad();
+
+  /// Weight tying (nanoGPT's `self.transformer.wte.weight = self.lm_head.weight`): makes the
+  /// parameter registered here as `name` the tensor `shared`, so both modules hold one tensor —
+  /// one entry in parameters(), one gradient (the sum of both uses), one optimizer state. The
+  /// caller also points its own member handle at `shared` (e.g. `embedding->weight = shared`).
+  /// ValueError when `name` is not a parameter of this module or the shapes differ.
+  void tie_parameter(const std::string& name, const Tensor& shared);
 
   /// A deep copy with its own parameters (same values). Modules deriving from Cloneable<T>
   /// support it; others throw Error naming the type.

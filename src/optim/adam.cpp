@@ -1,5 +1,6 @@
 #include "lockstep/optim/adam.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lockstep/autograd/grad_mode.h"
@@ -9,10 +10,27 @@
 
 namespace lockstep::optim {
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(std::move(params), o, false) {}
+namespace {
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
-    : Optimizer(std::move(params)), options_(o), decoupled_(decoupled) {
+std::vector<Tensor> group_params(const std::vector<ParamGroup>& groups) {
+  std::vector<Tensor> out;
+  for (const auto& g : groups) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  return {ParamGroup{std::move(params), std::nullopt}};
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o)
+    : Adam(one_group(std::move(params)), o, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
+    : Optimizer(group_params(groups)), options_(o), decoupled_(decoupled) {
   const char* who = decoupled ? "AdamW" : "Adam";
   set_lr(o.lr);
   if (!(o.eps >= 0)) throw ValueError(std::string(who) + ": invalid eps " + std::to_string(o.eps));
@@ -21,10 +39,20 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
                      std::to_string(o.beta1) + ", " + std::to_string(o.beta2) + ")");
   if (!(o.weight_decay >= 0))
     throw ValueError(std::string(who) + ": invalid weight_decay " + std::to_string(o.weight_decay));
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double wd = groups[g].weight_decay.value_or(o.weight_decay);
+    if (!(wd >= 0) || !std::isfinite(wd))
+      throw ValueError(std::string(who) + ": invalid weight_decay " + std::to_string(wd) +
+                       " in parameter group " + std::to_string(g));
+    weight_decay_.insert(weight_decay_.end(), groups[g].params.size(), wd);
+  }
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
-    : Adam(std::move(params), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
+    : AdamW(one_group(std::move(params)), o) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
+    : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
 
 namespace {
 // One Adam/AdamW update of n elements with the shared per-element formula (update_rules.h).
@@ -68,12 +96,33 @@ std::int64_t Adam::step_flat(const detail::FlatPlan& plan) {
         throw ValueError(std::string(decoupled_ ? "AdamW" : "Adam") +
                          " step under CUDA graph capture: a parameter has no moment estimates "
                          "yet (make one eager step() before capturing)");
+  // One launch per distinct weight decay (parameter groups), in order of first appearance; one
+  // for the usual single group. A captured step has one table: groups that differ are refused.
+  std::vector<double> decays;
+  for (const auto& s : plan.segments)
+    if (s.has_grad && std::find(decays.begin(), decays.end(), weight_decay_[s.index]) ==
+                          decays.end())
+      decays.push_back(weight_decay_[s.index]);
+  if (decays.size() > 1 && graph_mode_ != GraphMode::Eager)
+    throw ValueError(std::string(decoupled_ ? "AdamW" : "Adam") +
+                     " step under CUDA graph capture: its parameter groups have different "
+                     "weight_decay values; a captured step takes one (capture without groups, "
+                     "or step eagerly)");
   const Tensor none;
-  const int launched = cuda_ops::adam_flat_step(
-      plan.param_base_index == detail::kNoBase ? none : params_[plan.param_base_index],
-      plan.grad_base_index == detail::kNoBase ? none : params_[plan.grad_base_index].grad(), m, v,
-      segments, lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
-      decoupled_, static_cast<cuda_ops::FlatMode>(flat_mode_value()), graph_table_.get());
+  int launched = 0;
+  for (const double wd : decays) {
+    std::vector<cuda_ops::FlatUpdateSegment> part;
+    for (std::size_t j = 0, u = 0; j < plan.segments.size(); ++j) {
+      if (!plan.segments[j].has_grad) continue;
+      if (weight_decay_[plan.segments[j].index] == wd) part.push_back(segments[u]);
+      ++u;
+    }
+    launched += cuda_ops::adam_flat_step(
+        plan.param_base_index == detail::kNoBase ? none : params_[plan.param_base_index],
+        plan.grad_base_index == detail::kNoBase ? none : params_[plan.grad_base_index].grad(), m,
+        v, part, lr_, options_.beta1, options_.beta2, options_.eps, wd, decoupled_,
+        static_cast<cuda_ops::FlatMode>(flat_mode_value()), graph_table_.get());
+  }
   // While capturing nothing has run: the host state advances when a replay is staged
   // (prepare_graph_replay runs this function in Stage mode).
   if (graph_mode_ == GraphMode::Capture) return launched;
@@ -119,19 +168,19 @@ void Adam::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std:
       throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
                         " but its gradient on " + grad.device().str());
     (void)cuda_ops::adam_step(p, grad, pd.m, pd.v, lr_, options_.beta1, options_.beta2,
-                              options_.eps, options_.weight_decay, pd.step, decoupled_);
+                              options_.eps, weight_decay_[i], pd.step, decoupled_);
     return;
   }
   const AdamOptions& o = options_;
   if (p.dtype() == kFloat64)
     adam_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
                         pd.m.data_ptr<double>() + lo, pd.v.data_ptr<double>() + lo, hi - lo,
-                        rules::adam_scalars<double>(lr_, o.beta1, o.beta2, o.eps, o.weight_decay,
+                        rules::adam_scalars<double>(lr_, o.beta1, o.beta2, o.eps, weight_decay_[i],
                                                     pd.step, decoupled_));
   else
     adam_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
                        pd.m.data_ptr<float>() + lo, pd.v.data_ptr<float>() + lo, hi - lo,
-                       rules::adam_scalars<float>(lr_, o.beta1, o.beta2, o.eps, o.weight_decay,
+                       rules::adam_scalars<float>(lr_, o.beta1, o.beta2, o.eps, weight_decay_[i],
                                                   pd.step, decoupled_));
 }
 

@@ -114,4 +114,35 @@ double CosineAnnealingLR::compute_lr() {
   return (1 + std::cos(pi * e / T)) / (1 + std::cos(pi * (e - 1) / T)) * (lr - eta_min_) + eta_min_;
 }
 
+WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup_iters,
+                               std::int64_t lr_decay_iters, double min_lr)
+    : LRScheduler(optimizer),
+      warmup_iters_(warmup_iters),
+      lr_decay_iters_(lr_decay_iters),
+      min_lr_(min_lr) {
+  if (warmup_iters < 0)
+    throw ValueError("WarmupCosineLR: warmup_iters must be non-negative, got " +
+                     std::to_string(warmup_iters));
+  if (lr_decay_iters <= warmup_iters)
+    throw ValueError("WarmupCosineLR: lr_decay_iters (" + std::to_string(lr_decay_iters) +
+                     ") must be greater than warmup_iters (" + std::to_string(warmup_iters) +
+                     "): the cosine decay runs from one to the other");
+  if (!std::isfinite(min_lr) || min_lr < 0)
+    throw ValueError("WarmupCosineLR: min_lr must be finite and non-negative, got " +
+                     exact_string(min_lr));
+  initial_step();
+}
+
+double WarmupCosineLR::lr_at(std::int64_t it) const {
+  // nanoGPT's get_lr, expression by expression (Python evaluates * and / left to right).
+  const double lr = base_lr_;
+  if (it < warmup_iters_)
+    return lr * static_cast<double>(it + 1) / static_cast<double>(warmup_iters_ + 1);
+  if (it > lr_decay_iters_) return min_lr_;
+  const double decay_ratio = static_cast<double>(it - warmup_iters_) /
+                             static_cast<double>(lr_decay_iters_ - warmup_iters_);
+  const double coeff = 0.5 * (1.0 + std::cos(std::numbers::pi * decay_ratio));
+  return min_lr_ + coeff * (lr - min_lr_);
+}
+
 }  // namespace lockstep::optim

@@ -17,6 +17,12 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
   for (std::size_t i = 0; i < params_.size(); ++i)
     if (!params_[i].defined())
       throw ValueError("optimizer parameter " + std::to_string(i) + " is undefined");
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (params_[j].is_same(params_[i]))
+        throw ValueError("optimizer parameters " + std::to_string(j) + " and " +
+                         std::to_string(i) + " are the same tensor; list each once (tied "
+                         "weights: nn::Module::parameters() lists a tied tensor once)");
   state_.resize(params_.size());
 }
 

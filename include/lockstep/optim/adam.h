@@ -21,12 +21,19 @@ class Adam : public Optimizer {
  public:
   /// ValueError for lr < 0, eps < 0, betas outside [0, 1), weight_decay < 0.
   Adam(std::vector<Tensor> params, AdamOptions options);
+  /// Parameter groups (torch.optim.Adam([{'params': ..., 'weight_decay': ...}, ...])): the
+  /// parameters in group order, each group's weight_decay or options.weight_decay where unset;
+  /// state indices follow that order. ValueError as above (also for a group's negative
+  /// weight_decay, naming the group) or for no parameters in any group.
+  Adam(std::vector<ParamGroup> groups, AdamOptions options);
   void step() override;
   const AdamOptions& options() const { return options_; }
+  /// The weight decay of parameter i (its group's). std::out_of_range for i >= params().size().
+  double weight_decay(std::size_t i) const { return weight_decay_.at(i); }
   bool supports_sliced_step() const override { return all_params_on_cpu(); }
 
  protected:
-  Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
+  Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   std::vector<std::string> state_names() const override {
     return {"step", "exp_avg", "exp_avg_sq"};
   }
@@ -39,6 +46,7 @@ class Adam : public Optimizer {
  private:
   AdamOptions options_;
   bool decoupled_;
+  std::vector<double> weight_decay_;  // per parameter, from its group
   // Per parameter, for the step being made: its step number (t) and moment tensors; `fresh`:
   // the moments were created for this step (its first) and are not state yet.
   struct Pending {
@@ -61,6 +69,8 @@ struct AdamWOptions {
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  /// Parameter groups, as Adam's (nanoGPT: weight decay on the ≥ 2-dim tensors only).
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
 };
 
 }  // namespace lockstep::optim

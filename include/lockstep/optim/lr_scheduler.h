@@ -1,4 +1,4 @@
-// Learning-rate schedulers stepped once per epoch, as torch.optim.lr_scheduler (PyTorch 1.13,
+// Learning-rate schedulers stepped once per epoch (WarmupCosineLR: once per iteration), as torch.optim.lr_scheduler (PyTorch 1.13,
 // torch/optim/lr_scheduler.py): the constructor records the optimizer's lr as base_lr and makes
 // the initial step (last_epoch -1 -> 0, lr unchanged); each step() adds one to last_epoch and
 // sets the optimizer's lr to compute_lr(), PyTorch's get_lr() in its recursive ("chainable")
@@ -104,6 +104,38 @@ class CosineAnnealingLR : public LRScheduler {
  private:
   std::int64_t T_max_;
   double eta_min_;
+};
+
+/// nanoGPT's schedule (karpathy/nanoGPT train.py, get_lr), stepped once per ITERATION: linear
+/// warmup, then cosine decay to min_lr at lr_decay_iters, then min_lr. With l0 = base_lr (the
+/// optimizer's lr at construction, nanoGPT's learning_rate) and it = last_epoch (0 right after
+/// construction, the lr of iteration 0):
+///   it < warmup_iters:     l0·(it + 1)/(warmup_iters + 1)
+///   it > lr_decay_iters:   min_lr
+///   otherwise:             min_lr + ½(1 + cos(π·r))·(l0 − min_lr),
+///                          r = (it − warmup_iters)/(lr_decay_iters − warmup_iters)
+/// in double precision, as Python computes it. A closed form: it ignores changes made to the
+/// optimizer's lr between steps (nanoGPT sets the lr from get_lr before every step).
+///   WarmupCosineLR sched(opt, 100, 5000, 6e-5);
+///   for (it ...) { ...; opt.step(); sched.step(); }
+class WarmupCosineLR : public LRScheduler {
+ public:
+  /// ValueError for warmup_iters < 0, lr_decay_iters <= warmup_iters (the cosine would have no
+  /// length; nanoGPT asserts 0 <= r <= 1), or min_lr negative or not finite.
+  WarmupCosineLR(Optimizer& optimizer, std::int64_t warmup_iters, std::int64_t lr_decay_iters,
+                 double min_lr);
+  /// get_lr(it) for this schedule (the lr of iteration `it`), whatever the current iteration.
+  double lr_at(std::int64_t it) const;
+  std::int64_t warmup_iters() const { return warmup_iters_; }
+  std::int64_t lr_decay_iters() const { return lr_decay_iters_; }
+  double min_lr() const { return min_lr_; }
+
+ protected:
+  double compute_lr() override { return lr_at(last_epoch_); }
+
+ private:
+  std::int64_t warmup_iters_, lr_decay_iters_;
+  double min_lr_;
 };
 
 }  // namespace lockstep::optim

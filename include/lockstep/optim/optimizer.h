@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,10 +39,22 @@ struct CudaStepInfo {
   std::string fallback_reason;
 };
 
+/// A parameter group, as one entry of torch.optim's param_groups: its parameters and the
+/// settings in which it differs from the optimizer's (Adam and AdamW take groups; only the
+/// weight decay may differ, as nanoGPT's configure_optimizers uses them:
+/// lockstep/optim/configure_optimizers.h). The learning rate is the optimizer's for every group
+/// (set_lr sets them all, as nanoGPT's loop `for g in optimizer.param_groups: g['lr'] = lr`).
+struct ParamGroup {
+  std::vector<Tensor> params;
+  std::optional<double> weight_decay;  ///< unset: the optimizer's
+};
+
 class Optimizer {
  public:
-  /// Throws ValueError for an empty parameter list or an undefined parameter. A parameter that
-  /// does not require grad is accepted and, never having a gradient, never updated (as PyTorch).
+  /// Throws ValueError for an empty parameter list, an undefined parameter, or a tensor listed
+  /// twice (PyTorch refuses a parameter in two groups; tied weights, one tensor under two names,
+  /// are listed once by nn::Module::parameters()). A parameter that does not require grad is
+  /// accepted and, never having a gradient, never updated (as PyTorch).
   explicit Optimizer(std::vector<Tensor> params);
   virtual ~Optimizer();
 

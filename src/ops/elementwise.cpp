@@ -1,7 +1,9 @@
 // Elementwise ops with broadcasting and their backward formulas.
+#include <algorithm>
 #include <cmath>
 
 #include "core/wrapping.h"
+#include "lockstep/core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
@@ -72,18 +74,33 @@ Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tens
   return out;
 }
 
+// f(lo, hi) over [0, n) in contiguous ranges, one per thread of the calling thread's team when
+// n is large enough to pay for the hand-off (map1/map2's functions are transcendental: erf, exp,
+// tanh). Each element is computed alone, so the bits do not depend on the thread count.
+constexpr std::int64_t kMapParallelElements = std::int64_t{1} << 14;
+template <class F>
+void for_ranges(std::int64_t n, const F& f) {
+  const std::int64_t parts = std::min<std::int64_t>(get_num_threads(), n / kMapParallelElements);
+  if (parts <= 1) {
+    if (n > 0) f(std::int64_t{0}, n);
+    return;
+  }
+  parallel_run(static_cast<int>(parts), [&](int i) { f(n * i / parts, n * (i + 1) / parts); });
+}
+
 // out[i] = f(x[i]) for float tensors on the CPU.
 template <class F>
 Tensor map1(const char* name, const Tensor& x, F f) {
   detail::check_floating(name, x);
   detail::require_cpu(name, x);
   Tensor out = empty(x.shape(), x.options());
-  std::int64_t n = x.numel();
   detail::visit_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data_ptr<T>();
     T* po = out.data_ptr<T>();
-    for (std::int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+    for_ranges(x.numel(), [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) po[i] = f(px[i]);
+    });
   });
   return out;
 }
@@ -92,13 +109,14 @@ Tensor map1(const char* name, const Tensor& x, F f) {
 template <class F>
 Tensor map2(const Tensor& x, const Tensor& y, F f) {
   Tensor out = empty(x.shape(), x.options());
-  std::int64_t n = x.numel();
   detail::visit_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data_ptr<T>();
     const T* py = y.data_ptr<T>();
     T* po = out.data_ptr<T>();
-    for (std::int64_t i = 0; i < n; ++i) po[i] = f(px[i], py[i]);
+    for_ranges(x.numel(), [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) po[i] = f(px[i], py[i]);
+    });
   });
   return out;
 }

@@ -31,23 +31,15 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "lockstep/lockstep.h"
 
 using namespace lockstep;
 
 namespace {
 
-std::string option(int argc, char** argv, const char* name, const std::string& fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
-  return fallback;
-}
-
-long arg(int argc, char** argv, const char* name, long fallback) {
-  const std::string v = option(argc, argv, name, "");
-  return v.empty() ? fallback : std::strtol(v.c_str(), nullptr, 10);
-}
+using bench::arg;
+using bench::option;
 
 std::shared_ptr<nn::Module> cnn() {
   using std::make_shared;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds Lockstep with CUDA (-DLOCKSTEP_CUDA=ON), runs the GPU tests (`ctest -L cuda`) and the GPU
-# benchmarks (bench_cuda next to bench/pytorch_cuda.py, compared by bench/compare_cuda.py) and
-# writes every log into DIR; meant to finish well under 8 minutes on one H200 with 16 cores.
+# benchmarks (bench_cuda next to bench/pytorch_cuda.py, compared by bench/compare_cuda.py; then
+# nanoGPT's GPT-2 124M training step, bench/bench_gpt next to bench/pytorch_gpt.py, a few steps
+# each) and writes every log into DIR; meant to finish well under 8 minutes on one H200 with 16
+# cores.
 # Works without network and without Debian development packages: when the build dependencies
 # are not installed, the .deb files from scripts/fetch-gpu-deps.sh are unpacked (dpkg-deb -x, or
 # Python where there is no dpkg) into a private prefix (DIR/prefix) that CMake and the loader are
@@ -11,7 +13,8 @@
 #
 #   --out DIR     logs: env.txt (nvidia-smi, nvcc, cmake), configure.log, build.log,
 #                 ctest.log (verbose, every test's output), ctest-junit.xml, bench-lockstep.jsonl,
-#                 bench-pytorch.jsonl (+ .log), bench-compare.md (the side-by-side table), summary.txt
+#                 bench-pytorch.jsonl (+ .log), bench-compare.md (the side-by-side table),
+#                 bench-gpt-lockstep.log, bench-gpt-pytorch.log (one RESULT line each), summary.txt
 #   --deps DEBS   folder of .deb files (default: $LOCKSTEP_GPU_DEPS, else gpu-deps/ in the repo)
 #   --build DIR   build folder (default: build-gpu/ in the repo)
 #   --jobs N      parallel build jobs (default: nproc)
@@ -24,7 +27,9 @@
 # non-zero when a step fails, the tests fail, or they skip although nvidia-smi lists a GPU (e.g. a
 # driver older than the CUDA runtime needs), or a Lockstep benchmark section fails; summary.txt
 # says which step and how long each took. The PyTorch side needs python3 with torch on CUDA; its
-# failure is noted, not fatal. LOCKSTEP_GPU_BENCH_SECONDS (default 2) is each measurement's time.
+# failure is noted, not fatal. LOCKSTEP_GPU_BENCH_SECONDS (default 2) is each measurement's time;
+# LOCKSTEP_GPU_GPT_BATCH (default 8) the GPT step's batch, LOCKSTEP_GPU_GPT_SECONDS (default 150)
+# the most each side of the GPT step may take.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -226,7 +231,7 @@ if ((rc == 0)) && [[ -n "$PREFIX" ]]; then
   fi
 fi
 if ((rc == 0)); then
-  step build "$OUT/build.log" cmake --build "$BUILD" --parallel "$JOBS" --target test_cuda lockstep bench_cuda || rc=$?
+  step build "$OUT/build.log" cmake --build "$BUILD" --parallel "$JOBS" --target test_cuda lockstep bench_cuda bench_gpt || rc=$?
 fi
 if ((rc == 0)); then
   step "ctest -L cuda" "$OUT/ctest.log" \
@@ -259,6 +264,55 @@ elif [[ -x "$BUILD/bench_cuda" ]]; then
   python3 "$ROOT/bench/compare_cuda.py" "$OUT/bench-lockstep.jsonl" "$OUT/bench-pytorch.jsonl" \
     > "$OUT/bench-compare.md" 2>&1 || true
   cat "$OUT/bench-compare.md" >> "$SUMMARY"
+  # nanoGPT's GPT-2 124M step (issue 19) on cuda:0: n_layer 12, n_head 12, n_embd 768, block 1024,
+  # vocab 50304, bias off, float32 (no TF32 on either side), eager; zero_grad, forward, loss,
+  # backward, clip_grad_norm_(1.0), AdamW (configure_optimizers(0.1, 1e-3, (0.9, 0.99))). Batch 8
+  # (nanoGPT's GPT-2 runs use 12 under bf16 autocast with flash attention): Lockstep's CUDA
+  # attention is the composed one, which keeps [B, 12, 1024, 1024] float32 score tensors per
+  # layer (~3 of them, B·144 MiB a layer, B·1.7 GiB over 12), the float32 logits [B·1024, 50304]
+  # with their log-softmax and gradient take ~B·0.6 GiB and the other activations ~B·1.2 GiB:
+  # ~3.5 GiB a sample, so ~30 GiB at 8 with 2 GiB of parameters, gradients and AdamW state, which
+  # leaves an H100's 78 GiB room for the backward's transients; 12 would be ~44 GiB before them.
+  # 2 warm-up steps + 3 rounds of 3 timed steps a side (~7 TFLOP a step: 854.7 MFLOP a token by
+  # estimate_mfu's 6N + 12·L·H·Q·T, N = 123.6 M, times 8192 tokens), each bounded by
+  # LOCKSTEP_GPU_GPT_SECONDS.
+  GPT_S="${LOCKSTEP_GPU_GPT_SECONDS:-150}"
+  GPT_BATCH="${LOCKSTEP_GPU_GPT_BATCH:-8}"
+  GPT_ARGS=(--layers=12 --heads=12 --embd=768 --block=1024 --vocab=50304 --batch="$GPT_BATCH"
+            --warmup=2 --steps=3 --reps=3)
+  if [[ -x "$BUILD/bench/bench_gpt" ]]; then
+    step bench_gpt "$OUT/bench-gpt-lockstep.log" \
+      timeout --kill-after=5 "$GPT_S" "$BUILD/bench/bench_gpt" --device=cuda:0 "${GPT_ARGS[@]}" ||
+      rc=1
+  else
+    note "bench_gpt: not built"; rc=1
+  fi
+  if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+    step pytorch_gpt "$OUT/bench-gpt-pytorch.log" \
+      timeout --kill-after=5 "$GPT_S" python3 "$ROOT/bench/pytorch_gpt.py" --device=cuda:0 \
+        "${GPT_ARGS[@]}" || note "pytorch_gpt: failed (not fatal; see bench-gpt-pytorch.log)"
+  else
+    note "pytorch_gpt: skipped, python3 has no torch with CUDA"
+  fi
+  # The two RESULT lines, and Lockstep's tokens/s over PyTorch's (> 1: Lockstep faster).
+  python3 - "$OUT/bench-gpt-lockstep.log" "$OUT/bench-gpt-pytorch.log" >> "$SUMMARY" 2>&1 <<'PY' || true
+import os, sys
+rows = {}
+for path in sys.argv[1:]:
+    if os.path.exists(path):
+        for line in open(path):
+            if line.startswith("RESULT "):
+                f = dict(kv.split("=", 1) for kv in line.split()[1:])
+                rows[f["framework"].split("-")[0]] = f
+for fw, f in rows.items():
+    print(f"GPT-2 124M step, {fw} ({f['framework']}), {f['device']}, batch {f['batch']}: "
+          f"{float(f['ms_per_step']):.1f} ms/step, {float(f['tokens_per_s']):.0f} tokens/s, "
+          f"{float(f['gflops']) / 1000:.1f} TFLOP/s ({f['pct_peak']} % of "
+          f"{float(f['peak_gflops']) / 1000:.1f}), loss {f['loss']}")
+if "lockstep" in rows and "pytorch" in rows:
+    r = float(rows["lockstep"]["tokens_per_s"]) / float(rows["pytorch"]["tokens_per_s"])
+    print(f"GPT-2 124M step: Lockstep / PyTorch tokens/s = {r:.2f}x")
+PY
 fi
 note "total $((SECONDS - START))s, exit $rc"
 exit $rc

@@ -186,6 +186,29 @@ TEST(Gpt, DropoutActsInTrainingOnly) {
   EXPECT_TRUE(BitEqual(model.forward(idx), model.forward(idx)));
 }
 
+TEST(Gpt, TrainsUnderBf16Autocast) {
+  // torch.autocast(dtype=torch.bfloat16) as nanoGPT's train.py uses it: the matmuls in bf16, the
+  // loss and gradients float32 and near the float32 ones (bf16 keeps 8 significant bits).
+  const GptGolden g = load_gpt_golden("gpt_nobias");
+  nn::GPT model(g.config);
+  model.load_state_dict(g.initial);
+  const Tensor loss32 = nn::gpt_loss(model.forward(g.idx[0]), g.targets[0]);
+  loss32.backward();
+  const Tensor grad32 = model.wte->weight.grad().clone();
+  model.zero_grad();
+  Tensor loss16;
+  {
+    AutocastGuard bf16;
+    loss16 = nn::gpt_loss(model.forward(g.idx[0]), g.targets[0]);
+  }
+  loss16.backward();
+  EXPECT_EQ(loss16.dtype(), kFloat32);
+  EXPECT_NEAR(loss16.item(), loss32.item(), 2e-2);
+  EXPECT_NE(loss16.item(), loss32.item());  // the region did round
+  EXPECT_EQ(model.wte->weight.grad().dtype(), kFloat32);
+  EXPECT_TRUE(AllClose(model.wte->weight.grad(), grad32, 5e-2, 5e-3));
+}
+
 TEST(Gpt, RefusesBadConfigurationsAndInputs) {
   auto throws = [](nn::GPTConfig c, const std::string& needle) {
     try {

@@ -93,7 +93,7 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
                              const StateDict& optimizer, const StateDict& scheduler,
                              const TrainingPosition& p) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  fs::create_directories(io::write_target(dir), ec);  // a dangling link's target is created
   if (ec) throw IoError("--checkpoint-dir " + dir + ": cannot create: " + ec.message());
   safetensors::TensorList tensors;
   for (const auto& [name, t] : model) tensors.emplace_back(name, t);

@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "model_spec.h"
 #include "options.h"
+#include "output_paths.h"
 #include "progress.h"
 #include "signals.h"
 
@@ -68,14 +69,6 @@ void check_combinations(const TrainOptions& o);
 /// trains on, and why there is no GPU when there is none).
 void check_cuda_graphs_devices(const TrainOptions& o, const std::vector<Device>& devices,
                                bool distributed);
-
-/// IoError unless `path` can be created: its directory exists and `path` is not a directory
-/// (checked before training, so a typo does not cost a whole run).
-void check_output_path(const std::string& flag, const std::string& path);
-
-/// IoError when `dir` exists but is not a directory (checked before training; a missing one is
-/// created with the first checkpoint).
-void check_output_dir(const std::string& flag, const std::string& dir);
 
 // What a checkpoint records of the flags (train_resume.cpp).
 

@@ -70,13 +70,16 @@ int run_command(const CliOptions& options) {
         run_train(options.train, std::cout);
         break;
       case Command::Eval:
+        ignore_sigpipe();
         run_eval(options.eval, std::cout);
         break;
       case Command::None:
         print_error("no command given (see 'lockstep --help')");
         return kExitUsage;
     }
-    if (!std::cout.flush()) {  // a full disk or a closed pipe must not look like success
+    // A full disk must not look like success; a reader that closed its pipe (`| head -1`) chose
+    // to stop reading: the run still wrote its outputs.
+    if (!std::cout.flush() && !stdout_reader_gone()) {
       print_error("cannot write to standard output");
       return kExitFailure;
     }

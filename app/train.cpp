@@ -39,6 +39,7 @@ std::optional<EvalResult> Trainer::validate() {
 
 void Trainer::run() {
   setup();
+  begin_training();  // from here a signal is acted on after the current step (signals.h)
   std::optional<double> val_loss, val_accuracy;
   for (std::int64_t epoch = epochs_done_ + 1; epoch <= o_.epochs; ++epoch) {
     if (const int sig = signal_now(); sig != 0)

@@ -58,13 +58,7 @@ void Trainer::run() {
   if (epochs_done_ >= o_.epochs) {  // resumed at or past --epochs: report the model as it is
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
-  if (!o_.save.empty() && dist_.is_main()) {
-    try {
-      save_weights(*model_, o_.save);
-    } catch (const IoError& e) {
-      throw IoError("--save: " + std::string(e.what()));
-    }
-  }
+  if (!o_.save.empty() && dist_.is_main()) save_final_weights(*model_, o_);
   // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed.
   if (!o_.save.empty() && dist_.group && dist_.world > 1) dist_.group->barrier();
   out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,

@@ -53,9 +53,7 @@ std::int64_t count_batchnorms(const nn::Module& m) {
 
 void Trainer::setup() {
   check_combinations(o_);
-  check_output_path("--save", o_.save);
-  check_output_path("--metrics", o_.metrics);
-  check_output_dir("--checkpoint-dir", o_.checkpoint_dir);
+  check_outputs(o_);  // every rank, so that all refuse alike (only rank 0 writes the files)
   r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
   r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
   r_.schedule = parse_lr_schedule(o_.lr_schedule);
@@ -117,6 +115,9 @@ void Trainer::setup() {
     dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
   }
   optimizer_ = make_optimizer(o_, r_, dp_->parameters());
+  // A checkpoint: the weights and up to two optimizer slots per weight (Adam's moments).
+  const std::uint64_t weights = weights_file_bytes(*model_);
+  check_output_space(o_, weights, weights * (o_.optimizer == "sgd" && o_.momentum == 0 ? 1 : 3));
   // The wrapper owns the optimizer step (DataParallel::register_fused_optim; bit-identical to
   // calling step() after forward_backward): it decides where the step runs (on the device workers
   // inside the last reduction where it can, else at the end of the synced forward_backward), and

@@ -133,13 +133,14 @@ void check_outputs(const TrainOptions& o) {
   for (const NamedPath& out : {NamedPath{"--save", o.save}, NamedPath{"--metrics", o.metrics}})
     if (!out.path.empty()) probe_writable(out.flag + " " + out.path, directory_of_target(out.flag, out.path));
   if (!o.checkpoint_dir.empty()) {
-    const std::string dir = target_of("--checkpoint-dir", o.checkpoint_dir);
+    // The directory, or where it will be created (CheckpointDirLock creates it right before
+    // training, so a run refused for its data leaves nothing behind).
+    fs::path dir = target_of("--checkpoint-dir", o.checkpoint_dir);
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec)
-      throw IoError("--checkpoint-dir " + o.checkpoint_dir + ": cannot create: " + ec.message() +
-                    " (checked before training)");
-    probe_writable("--checkpoint-dir " + o.checkpoint_dir, dir);
+    while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
+      dir = dir.parent_path();
+    if (dir.empty() || !fs::exists(dir, ec)) dir = ".";
+    probe_writable("--checkpoint-dir " + o.checkpoint_dir, dir.string());
   }
 
   // The same file twice: an output over another output or over an input.

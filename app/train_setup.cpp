@@ -128,6 +128,8 @@ void Trainer::setup() {
       nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
     });
   scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
+  if (!o_.checkpoint_dir.empty() && dist_.is_main())  // one run at a time in the directory
+    dir_lock_ = std::make_unique<CheckpointDirLock>(o_.checkpoint_dir, o_.resume);
   if (o_.resume) resume_from_checkpoint();
   // --cuda-graphs: every step through the graphed step (replays once the shape is static; the
   // last partial batch eagerly). Resuming across eager and graphed runs is allowed (same math),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "checkpoint_dir_lock.h"
 #include "data_source.h"
 #include "distributed.h"
 #include "evaluate.h"
@@ -126,6 +127,7 @@ class Trainer {
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<CheckpointDirLock> dir_lock_;  // rank 0 with --checkpoint-dir
   nn::CrossEntropyLoss criterion_;
   std::string fingerprint_;
   // Where training stands.

@@ -134,6 +134,11 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
   return best_path;
 }
 
+bool is_checkpoint(const safetensors::File& file) {
+  const auto format = file.metadata.find("format");
+  return format != file.metadata.end() && format->second == kFormat;
+}
+
 Checkpoint read_checkpoint(const std::string& path) {
   safetensors::File file = safetensors::load_file(path);
   const auto& md = file.metadata;

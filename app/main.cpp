@@ -13,6 +13,7 @@
 #include "distributed.h"
 #include "eval.h"
 #include "exit_status.h"
+#include "message_text.h"
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
 #include "signals.h"
@@ -89,7 +90,8 @@ int run_command(const CliOptions& options) {
     return kExitFailure;
   } catch (const lockstep::Error& error) {
     std::cout.flush();
-    print_error(rank_prefix() + error.what());
+    const std::string text = user_facing(error.what());
+    print_error(rank_prefix() + text);
     const int status = exit_status_for(error);
     // A failure of this rank alone (bad data, say) is announced to the others, which are
     // waiting in a collective: they report it and end with the same status. NaN losses and
@@ -97,7 +99,7 @@ int run_command(const CliOptions& options) {
     if (current_dist().world > 1 && !dynamic_cast<const lockstep::DistError*>(&error) &&
         !dynamic_cast<const NonFiniteLossError*>(&error) &&
         !dynamic_cast<const Interrupted*>(&error))
-      lockstep::dist::notify_failure(status, error.what());
+      lockstep::dist::notify_failure(status, text);
     return status;
   } catch (const std::exception& error) {
     std::cout.flush();

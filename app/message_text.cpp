@@ -2,6 +2,7 @@
 #include "message_text.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 
@@ -32,6 +33,15 @@ std::string typed_flag(const std::string& line) {
     pos = comma + 1;
   }
   return out;
+}
+
+std::string human_bytes(long double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  int u = 0;
+  while (bytes >= 1024.0L && u < 8) bytes /= 1024.0L, ++u;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0Lf %s" : "%.1Lf %s", bytes, units[u]);
+  return buf;
 }
 
 std::string user_facing(const std::string& message) {

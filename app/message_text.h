@@ -14,6 +14,9 @@ std::string typed_number(double v);
 /// writes it; other values unchanged.
 std::string typed_flag(const std::string& line);
 
+/// "1.5 GiB": `bytes` in binary units, one decimal ("512 bytes" below 1 KiB).
+std::string human_bytes(long double bytes);
+
 /// `message` without the library's internal prefixes (e.g. "load_state_dict into Sequential: ")
 /// that name code, not anything the user gave.
 std::string user_facing(const std::string& message);

@@ -11,6 +11,7 @@
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/dropout.h"
 #include "lockstep/nn/linear.h"
+#include "message_text.h"
 
 namespace lockstep::app {
 
@@ -66,18 +67,6 @@ void check_mlp_fits(const MlpSpec& spec, std::int64_t features, std::int64_t cla
                      std::to_string(spec.sizes.back()) + " does not match the " +
                      std::to_string(classes) + " classes (max label + 1) of " + data_name);
 }
-
-namespace {
-/// "1.5 GiB": `bytes` in binary units, one decimal.
-std::string human_bytes(long double bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
-  int u = 0;
-  while (bytes >= 1024.0L && u < 8) bytes /= 1024.0L, ++u;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0Lf %s" : "%.1Lf %s", bytes, units[u]);
-  return buf;
-}
-}  // namespace
 
 void check_mlp_memory(const MlpSpec& spec, int copies, const std::string& note) {
   // long double: the count of an absurd spec overflows int64 (that is what it must catch).

@@ -17,6 +17,7 @@
 #include "data_source.h"
 #include "lockstep/core/error.h"
 #include "lockstep/io/atomic_file.h"
+#include "message_text.h"
 #include "weights.h"
 
 namespace lockstep::app {
@@ -82,22 +83,13 @@ struct NamedPath {
   std::string flag, path;
 };
 
-std::string human_bytes(std::uint64_t n) {
-  char buf[32];
-  if (n >= (1ull << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
-  return buf;
-}
-
 void check_room(const std::string& shown, const std::string& dir, std::uint64_t bytes) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return;  // probe_writable already reported real trouble
   const std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (free_bytes < bytes)
-    throw IoError(shown + ": needs about " + human_bytes(bytes) + ", the file system of " + dir +
-                  " has " + human_bytes(free_bytes) + " free (checked before training)");
+    throw IoError(shown + ": needs about " + human_bytes(static_cast<long double>(bytes)) + ", the file system of " + dir +
+                  " has " + human_bytes(static_cast<long double>(free_bytes)) + " free (checked before training)");
 }
 
 }  // namespace

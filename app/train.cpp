@@ -32,7 +32,8 @@ std::optional<EvalResult> Trainer::validate() {
   if (!data_.has_validation()) return std::nullopt;
   dp_->eval();
   EvalResult r = evaluate_across_ranks(
-      dist_, [this](const Tensor& x) { return dp_->forward(x); }, data_.val_x, data_.val_y);
+      dist_, [this](const Tensor& x) { return dp_->forward(x); }, data_.val_x, data_.val_y,
+      r_.eval_rows);
   dp_->train();
   return r;
 }

@@ -8,6 +8,7 @@
 #include "data_source.h"
 #include "lockstep/lockstep.h"
 #include "lr_schedule.h"
+#include "memory_budget.h"
 #include "metrics.h"
 #include "model_spec.h"
 #include "progress.h"
@@ -83,10 +84,15 @@ void Trainer::setup() {
   else
     r_.model = parse_model_spec(o_.model.spec);
   shape_for_model(r_.model, data_);
+  const auto replicas_here = static_cast<std::int64_t>(r_.devices.size());
+  // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
+  const MemoryNeed mlp_need = check_run_memory(o_, r_.model, data_, replicas_here, nullptr);
   model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
                       o_.model.spec.empty()
                           ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                           : "");
+  r_.eval_rows = eval_chunk_rows(
+      r_.model.mlp ? mlp_need : check_run_memory(o_, r_.model, data_, replicas_here, model_.get()));
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every
   // BatchNorm synchronizes its training statistics over the wrapper's replicas. In place, before

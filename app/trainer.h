@@ -42,6 +42,8 @@ struct Resolved {
   LrSchedule schedule;
   ModelSpec model;
   std::vector<Device> devices;
+  /// Rows per evaluation forward (eval_chunk_rows).
+  std::int64_t eval_rows = 8192;
   /// Whether the model's BatchNorm layers synchronize (SyncBatchNorm), see sync_batchnorm().
   bool sync_bn = false;
 };

@@ -60,8 +60,9 @@ void Trainer::run() {
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
   if (!o_.save.empty() && dist_.is_main()) save_final_weights(*model_, o_);
-  // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed.
-  if (!o_.save.empty() && dist_.group && dist_.world > 1) dist_.group->barrier();
+  // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed;
+  // whether or not --save was given (rank 0 alone acts on it, so it may differ across ranks).
+  if (dist_.group && dist_.world > 1) dist_.group->barrier();
   out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)
        << '\n'

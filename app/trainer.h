@@ -103,9 +103,8 @@ class Trainer {
   /// This rank's part of a global batch: all of it alone; across ranks the split DataParallel
   /// uses across devices (tensor_split, or whole shards in deterministic mode).
   std::pair<std::int64_t, std::int64_t> local_part(std::int64_t batch) const;
-  /// Across ranks: ValueError on every rank unless all were started with the same training
-  /// flags, epochs and resume setting on data of the same shape (checked before the first
-  /// collective that depends on them).
+  /// Across ranks: ValueError on every rank unless all were started with the same setup
+  /// (rank_agreement.h), checked before the first collective that depends on it.
   void check_same_setup_on_every_rank() const;
   /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
   void inject_fault(std::int64_t step, Tensor& x) const;

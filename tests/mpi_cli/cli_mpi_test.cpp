@@ -267,9 +267,41 @@ TEST(MpiCli, RanksStartedWithDifferentFlagsAreRefused) {
   t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_EQ(t.r.status, 2) << t.r.err;
   EXPECT_LT(t.seconds, 30.0);
-  EXPECT_NE(t.r.err.find("rank 1 started with other training flags or data than rank 0"),
+  EXPECT_NE(t.r.err.find("rank 1 started with other training flags or data than rank 0: "
+                         "--lr=0.01 on rank 1, --lr=0.1 on rank 0"),
             std::string::npos)
       << t.r.err;
+}
+
+// A flag that changes what the ranks do, given to one rank only, is refused before training
+// (it trained a whole epoch, then failed with "different collectives", exit 4), naming the flag
+// and both values; --save, which rank 0 alone acts on, may be given to rank 0 only (the job
+// waited at a barrier rank 1 never reached).
+TEST(MpiCli, AFlagGivenToOneRankOnlyIsRefusedBeforeTrainingButSaveMayBe) {
+  TempDir dir;
+  const std::vector<std::string> common{"train", "--epochs", "1", "--timeout", "10"};
+  auto mpmd = [&](const std::vector<std::string>& rank0, const std::vector<std::string>& rank1) {
+    std::vector<std::string> a{"-np", "1", kCli};
+    a = a + common + rank0 + std::vector<std::string>{":", "-np", "1", kCli} + common + rank1;
+    Timed t;
+    const auto start = Clock::now();
+    t.r = run(LOCKSTEP_MPIEXEC, a);
+    t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return t;
+  };
+  Timed t = mpmd({}, {"--checkpoint-dir", dir / "ck"});
+  EXPECT_EQ(t.r.status, 2) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_EQ(t.r.out.find("epoch 1/1"), std::string::npos) << t.r.out;
+  EXPECT_NE(t.r.err.find("--checkpoint-dir=" + (dir / "ck") +
+                         " on rank 1, --checkpoint-dir=(not given) on rank 0"),
+            std::string::npos)
+      << t.r.err;
+  EXPECT_FALSE(fs::exists(dir / "ck/epoch-0001.safetensors"));
+  t = mpmd({"--save", dir / "w"}, {});
+  EXPECT_EQ(t.r.status, 0) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_TRUE(fs::exists(dir / "w"));
 }
 
 // Without validation data (--val-fraction 0) the ranks' setup check compares the shapes of

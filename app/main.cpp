@@ -90,7 +90,13 @@ int run_command(const CliOptions& options) {
     return kExitFailure;
   } catch (const lockstep::Error& error) {
     std::cout.flush();
-    const std::string text = user_facing(error.what());
+    std::string text = user_facing(error.what());
+    // A rank that was stopped and continued: its own collectives failed because the others
+    // gave up on it; say so rather than blame them.
+    if (current_dist().world > 1 && was_continued() &&
+        dynamic_cast<const lockstep::DistError*>(&error) &&
+        !dynamic_cast<const lockstep::PeerFailedError*>(&error))
+      text = stopped_rank_message(text);
     print_error(rank_prefix() + text);
     const int status = exit_status_for(error);
     // A failure of this rank alone (bad data, say) is announced to the others, which are

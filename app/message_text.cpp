@@ -45,7 +45,8 @@ std::string human_bytes(long double bytes) {
 }
 
 std::string user_facing(const std::string& message) {
-  static const std::regex internal(R"(load_state_dict into [A-Za-z0-9_]+: ?)");
+  static const std::regex internal(
+      R"(load_state_dict into [A-Za-z0-9_]+: ?|DataParallel replica on [a-z]+:[0-9]+: )");
   return std::regex_replace(message, internal, "");
 }
 

@@ -17,8 +17,8 @@ std::string typed_flag(const std::string& line);
 /// "1.5 GiB": `bytes` in binary units, one decimal ("512 bytes" below 1 KiB).
 std::string human_bytes(long double bytes);
 
-/// `message` without the library's internal prefixes (e.g. "load_state_dict into Sequential: ")
-/// that name code, not anything the user gave.
+/// `message` without the library's internal prefixes that name code, not anything the user
+/// gave: "load_state_dict into Sequential: ", "DataParallel replica on cpu:0: ".
 std::string user_facing(const std::string& message);
 
 }  // namespace lockstep::app

@@ -12,6 +12,9 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_training = 0;
+volatile std::sig_atomic_t g_continued = 0;
+
+extern "C" void on_continue(int) { g_continued = 1; }
 
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
@@ -40,6 +43,11 @@ void install_signal_handlers() {
   for (int s : kSignals) sigaddset(&action.sa_mask, s);
   action.sa_flags = SA_RESTART;
   for (int s : kSignals) sigaction(s, &action, nullptr);
+  struct sigaction cont {};
+  cont.sa_handler = on_continue;
+  sigemptyset(&cont.sa_mask);
+  cont.sa_flags = SA_RESTART;
+  sigaction(SIGCONT, &cont, nullptr);
   ignore_sigpipe();
 }
 
@@ -60,6 +68,17 @@ const char* signal_name(int signal) {
     default:
       return "a signal";
   }
+}
+
+bool was_continued() { return g_continued != 0; }
+
+std::string stopped_rank_message(const std::string& original) {
+  std::string message =
+      "this rank was stopped (SIGSTOP or SIGTSTP) and continued; meanwhile the other ranks timed "
+      "out waiting for it and ended the job";
+  if (const auto at = original.rfind("(at epoch "); at != std::string::npos)
+    message += " " + original.substr(at);
+  return message;
 }
 
 bool stdout_reader_gone() {

@@ -7,9 +7,14 @@
 //   training loop polls it after every optimizer step, writes a checkpoint (with
 //   --checkpoint-dir) and exits with 128 + the signal number. A second signal of any of the
 //   three kills the process at once (the handler restores the default actions after the first).
+// - SIGCONT is recorded: a rank that was stopped (SIGSTOP, Ctrl-Z) and continued finds the
+//   job ended by the others' timeout; its message then says that it was the one stopped
+//   (stopped_rank_message) instead of blaming a healthy rank that no longer answers.
 // - SIGPIPE is ignored: a closed standard output (`lockstep train ... | head -1`) makes writes
 //   to it fail instead of killing the run, which goes on silently and still writes its outputs.
 #pragma once
+
+#include <string>
 
 namespace lockstep::app {
 
@@ -27,6 +32,14 @@ int pending_signal();
 
 /// "SIGINT", "SIGTERM", "SIGHUP" or "a signal".
 const char* signal_name(int signal);
+
+/// Whether this process was stopped and continued (SIGCONT) since install_signal_handlers().
+bool was_continued();
+
+/// The error line of a rank that was stopped and continued, for a distributed failure whose
+/// `original` message blames the ranks that gave up waiting for it: says this rank was stopped
+/// and keeps the step `original` names ("(at epoch E step S ...)"), if any.
+std::string stopped_rank_message(const std::string& original);
 
 /// True when standard output is a pipe or socket whose reading end is closed (poll reports
 /// POLLERR): output written there is lost by the reader's choice, not a failure of the run.

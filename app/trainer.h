@@ -106,6 +106,9 @@ class Trainer {
   /// Across ranks: ValueError on every rank unless all were started with the same setup
   /// (rank_agreement.h), checked before the first collective that depends on it.
   void check_same_setup_on_every_rank() const;
+  /// Inside a catch block: rethrows the distributed or data error being handled with " (at
+  /// `at`)" appended (the step it happened in), any other error unchanged.
+  [[noreturn]] void rethrow_at(const std::string& at) const;
   /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
   void inject_fault(std::int64_t step, Tensor& x) const;
   /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.

@@ -74,14 +74,7 @@ std::string run_on_terminal(const std::vector<std::string>& args, int columns) {
   posix_spawn_file_actions_addopen(&actions, 1, slave.c_str(), O_RDWR | O_NOCTTY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addclose(&actions, master);
-  std::vector<std::string> all{kCli};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, kCli.c_str(), &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = spawn_cli(args, actions);
   std::string drawn;
   char buf[4096];
   for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) drawn.append(buf, n);  // EIO at end

@@ -80,14 +80,9 @@ TEST(CliSignalsEarly, ClosedStdoutDoesNotLoseTheRun) {
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
-  std::vector<std::string> args{kCli,        "train", "--epochs", "3", "--save", dir / "w",
-                                "--metrics", dir / "m"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, kCli.c_str(), &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid =
+      spawn_cli({"train", "--epochs", "3", "--save", dir / "w", "--metrics", dir / "m"}, actions);
+  ASSERT_GT(pid, 0);
   ::close(fds[1]);
   ::close(fds[0]);  // the reader is gone before the first line
   int wstatus = 0;

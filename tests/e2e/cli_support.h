@@ -173,6 +173,21 @@ class Child {
   std::string out_path_, err_path_;
 };
 
+/// Starts `lockstep args...` with the file `actions` given (which it destroys); returns the pid,
+/// or -1 (a test failure) when it cannot start.
+inline pid_t spawn_cli(const std::vector<std::string>& args, posix_spawn_file_actions_t& actions) {
+  std::vector<std::string> all{kCli};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, kCli.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(rc, 0) << "cannot start " << kCli << ": " << std::strerror(rc);
+  return rc == 0 ? pid : -1;
+}
+
 /// Runs `program args...` to completion (stdin /dev/null, no shell).
 inline RunResult run(const std::string& program, const std::vector<std::string>& args) {
   Child child(program, args);

@@ -21,6 +21,10 @@ namespace {
 constexpr long double kFloat = 4.0L;
 constexpr long double kEvalBudget = 256.0L * 1024 * 1024;
 constexpr std::int64_t kEvalMaxRows = 8192;
+// Per thread that runs kernels (each device's worker and the main thread): OpenBLAS's buffer
+// (128 MiB: it loops retrying when an address-space limit denies it), the stack, the allocator's
+// arena.
+constexpr long double kPerThread = 144.0L * 1024 * 1024;
 
 /// The number after `key` in a "Key:   123 kB" file (/proc/meminfo, /proc/self/status), in bytes.
 std::optional<long double> kib_field(const std::string& path, const std::string& key) {
@@ -126,7 +130,8 @@ void check_training_memory(const std::string& what, const MemoryNeed& need, std:
       need.activations_per_sample * kFloat * 2.0L * static_cast<long double>(batch);
   const long double evaluation = std::min(
       kEvalBudget, need.activations_per_sample * kFloat * static_cast<long double>(kEvalMaxRows));
-  const long double total = state + activations + evaluation;
+  const long double runtime = kPerThread * static_cast<long double>(replicas + 1);
+  const long double total = state + activations + evaluation + runtime;
   if (total <= have->bytes) return;
   char count[64];
   std::snprintf(count, sizeof count, need.params < 1e15L ? "%.0Lf" : "%.3Lg", need.params);
@@ -139,6 +144,7 @@ void check_training_memory(const std::string& what, const MemoryNeed& need, std:
       ") and optimizer state (" + std::to_string(optimizer_slots) + " per weight): " +
       human_bytes(state) + "; the activations of a batch of " + std::to_string(batch) + ": " +
       human_bytes(activations) + "; evaluation: " + human_bytes(evaluation) +
+      "; BLAS buffers and threads: " + human_bytes(runtime) +
       " (use a smaller --model or --batch-size, or fewer --devices)" + note);
 }
 

@@ -3,7 +3,8 @@
 // thrashed and took the host down (OOM killer, status 137, no message). The estimate counts the
 // weights (CPU replicas read the master's in place), every replica's gradients and the reduced
 // ones, the optimizer state, and the activations of one batch (kept for backward, and their
-// gradients) plus one evaluation chunk, against the memory actually available: the smallest of
+// gradients) plus one evaluation chunk and 144 MiB per kernel thread (OpenBLAS's buffer, the
+// stack), against the memory actually available: the smallest of
 // MemAvailable, the cgroup's limit less its usage, and `ulimit -v` less this process's size.
 // Evaluation (validation, `lockstep eval`) runs in chunks whose activations stay under 256 MiB.
 #pragma once

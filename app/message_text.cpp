@@ -47,7 +47,8 @@ std::string human_bytes(long double bytes) {
 std::string user_facing(const std::string& message) {
   static const std::regex internal(
       R"(load_state_dict into [A-Za-z0-9_]+: ?|DataParallel replica on [a-z]+:[0-9]+: )");
-  return std::regex_replace(message, internal, "");
+  static const std::regex bad_alloc(R"(^std::bad_alloc$)");  // what() of a failed allocation
+  return std::regex_replace(std::regex_replace(message, internal, ""), bad_alloc, "out of memory");
 }
 
 }  // namespace lockstep::app

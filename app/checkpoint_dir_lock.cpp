@@ -38,11 +38,9 @@ long temporary_writer_pid(const std::string& filename) {
 CheckpointDirLock::CheckpointDirLock(const std::string& dir, bool resume) {
   std::error_code created;
   fs::create_directories(io::write_target(dir), created);  // a dangling link's target too
-  if (created)
-    throw IoError("--checkpoint-dir " + dir + ": cannot create: " + created.message());
+  if (created) throw IoError("--checkpoint-dir " + dir + ": cannot create: " + created.message());
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0)
-    throw IoError("--checkpoint-dir " + dir + ": cannot open: " + std::strerror(errno));
+  if (fd_ < 0) throw IoError("--checkpoint-dir " + dir + ": cannot open: " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd_);

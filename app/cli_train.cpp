@@ -155,12 +155,13 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       ->check(file_name("FILE"))
       ->type_name("FILE");
   train
-      ->add_option("--checkpoint-dir", c.checkpoint_dir,
-                   "After every epoch write DIR/epoch-NNNN.safetensors (model, optimizer, "
-                   "scheduler, position); on SIGINT/SIGTERM/SIGHUP a mid-epoch checkpoint. A fresh run "
-                   "refuses a DIR that holds checkpoints (use --resume or a new DIR); one run "
-                   "at a time (a lock)" +
-                       dflt("none"))
+      ->add_option(
+          "--checkpoint-dir", c.checkpoint_dir,
+          "After every epoch write DIR/epoch-NNNN.safetensors (model, optimizer, "
+          "scheduler, position); on SIGINT/SIGTERM/SIGHUP a mid-epoch checkpoint. A fresh run "
+          "refuses a DIR that holds checkpoints (use --resume or a new DIR); one run "
+          "at a time (a lock)" +
+              dflt("none"))
       ->check(file_name("DIR"))
       ->type_name("DIR");
   train->add_flag("--resume", c.resume,

@@ -50,9 +50,9 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
   // NaN loss; the CLI reports it as training does, with status 3, and prints no result line. The
   // loss is the sum over every rank, so every rank takes the same decision.
   if (!std::isfinite(r.loss))
-    throw NonFiniteLossError("evaluation loss is " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") +
-                             " for --weights " + options.weights + " on " +
-                             std::to_string(r.samples) +
+    throw NonFiniteLossError("evaluation loss is " +
+                             std::string(std::isnan(r.loss) ? "NaN" : "Inf") + " for --weights " +
+                             options.weights + " on " + std::to_string(r.samples) +
                              " samples: the model's outputs overflow float32 (weights or "
                              "input values too large?)");
   if (!dist.prints) return;

@@ -33,7 +33,6 @@ EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const T
 /// get no rows. Alone (one rank) it is evaluate(). Needs N >= 1.
 EvalResult evaluate_across_ranks(const DistContext& dist,
                                  const std::function<Tensor(const Tensor&)>& forward,
-                                 const Tensor& x, const Tensor& y,
-                                 std::int64_t max_rows = 8192);
+                                 const Tensor& x, const Tensor& y, std::int64_t max_rows = 8192);
 
 }  // namespace lockstep::app

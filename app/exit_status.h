@@ -31,8 +31,8 @@ class NonFiniteLossError : public Error {
   using Error::Error;
 };
 
-/// Training stopped because of SIGINT/SIGTERM/SIGHUP after finishing its current step (and writing a
-/// checkpoint when --checkpoint-dir is set); the message says where it stopped.
+/// Training stopped because of SIGINT/SIGTERM/SIGHUP after finishing its current step (and writing
+/// a checkpoint when --checkpoint-dir is set); the message says where it stopped.
 class Interrupted : public Error {
  public:
   Interrupted(int signal, const std::string& message) : Error(message), signal_(signal) {}

@@ -13,9 +13,9 @@
 #include "distributed.h"
 #include "eval.h"
 #include "exit_status.h"
-#include "message_text.h"
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
+#include "message_text.h"
 #include "signals.h"
 #include "train.h"
 

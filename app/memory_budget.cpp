@@ -56,7 +56,8 @@ std::optional<AvailableMemory> cgroup_room() {
   for (const std::string& dir : {v2, std::string("/sys/fs/cgroup")}) {
     const auto limit = number_in(dir + "/memory.max");
     const auto used = number_in(dir + "/memory.current");
-    if (limit && used) return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.max"};
+    if (limit && used)
+      return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.max"};
   }
   const std::string v1 = "/sys/fs/cgroup/memory";
   const auto limit = number_in(v1 + "/memory.limit_in_bytes");
@@ -79,8 +80,8 @@ std::optional<AvailableMemory> available_memory() {
   rlimit as{};
   if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
     const long double size = kib_field("/proc/self/status", "VmSize:").value_or(0.0L);
-    consider(AvailableMemory{std::max(0.0L, static_cast<long double>(as.rlim_cur) - size),
-                             "ulimit -v"});
+    consider(
+        AvailableMemory{std::max(0.0L, static_cast<long double>(as.rlim_cur) - size), "ulimit -v"});
   }
   return best;
 }
@@ -116,7 +117,8 @@ MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data) {
 std::int64_t eval_chunk_rows(const MemoryNeed& need) {
   if (need.activations_per_sample <= 0) return kEvalMaxRows;
   const long double rows = kEvalBudget / (need.activations_per_sample * kFloat);
-  return rows >= kEvalMaxRows ? kEvalMaxRows : std::max<std::int64_t>(1, static_cast<std::int64_t>(rows));
+  return rows >= kEvalMaxRows ? kEvalMaxRows
+                              : std::max<std::int64_t>(1, static_cast<std::int64_t>(rows));
 }
 
 void check_training_memory(const std::string& what, const MemoryNeed& need, std::int64_t replicas,
@@ -135,17 +137,17 @@ void check_training_memory(const std::string& what, const MemoryNeed& need, std:
   if (total <= have->bytes) return;
   char count[64];
   std::snprintf(count, sizeof count, need.params < 1e15L ? "%.0Lf" : "%.3Lg", need.params);
-  throw ValueError(
-      what + ": training needs about " + human_bytes(total) + " of memory, more than the " +
-      human_bytes(have->bytes) + " available (" + have->source + "): the weights of " + count +
-      " parameters (" + human_bytes(weights) + "), their gradients (" +
-      (replicas > 1 ? std::to_string(replicas) + " devices' and the reduced ones"
-                    : std::string("one copy")) +
-      ") and optimizer state (" + std::to_string(optimizer_slots) + " per weight): " +
-      human_bytes(state) + "; the activations of a batch of " + std::to_string(batch) + ": " +
-      human_bytes(activations) + "; evaluation: " + human_bytes(evaluation) +
-      "; BLAS buffers and threads: " + human_bytes(runtime) +
-      " (use a smaller --model or --batch-size, or fewer --devices)" + note);
+  throw ValueError(what + ": training needs about " + human_bytes(total) +
+                   " of memory, more than the " + human_bytes(have->bytes) + " available (" +
+                   have->source + "): the weights of " + count + " parameters (" +
+                   human_bytes(weights) + "), their gradients (" +
+                   (replicas > 1 ? std::to_string(replicas) + " devices' and the reduced ones"
+                                 : std::string("one copy")) +
+                   ") and optimizer state (" + std::to_string(optimizer_slots) + " per weight): " +
+                   human_bytes(state) + "; the activations of a batch of " + std::to_string(batch) +
+                   ": " + human_bytes(activations) + "; evaluation: " + human_bytes(evaluation) +
+                   "; BLAS buffers and threads: " + human_bytes(runtime) +
+                   " (use a smaller --model or --batch-size, or fewer --devices)" + note);
 }
 
 MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
@@ -153,9 +155,8 @@ MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const 
   if ((model == nullptr) != spec.mlp.has_value()) return {};
   const MemoryNeed need = spec.mlp ? mlp_memory_need(*spec.mlp) : model_memory_need(*model, data);
   const int slots = o.optimizer == "sgd" ? (o.momentum != 0 ? 1 : 0) : 2;
-  const std::string note = o.model.spec.empty() ? default_mlp_note(data.features, data.classes,
-                                                                   data.train_name)
-                                                : "";
+  const std::string note =
+      o.model.spec.empty() ? default_mlp_note(data.features, data.classes, data.train_name) : "";
   check_training_memory(spec.mlp ? "--model " + spec.mlp->str() : spec.where + " " + spec.str(),
                         need, replicas, slots, std::min(o.batch_size, data.train_x.size(0)), note);
   return need;

@@ -87,8 +87,8 @@ void check_model_memory(const std::string& what, long double params, int copies,
   if (need <= have) return;
   char count[64];
   std::snprintf(count, sizeof count, params < 1e15L ? "%.0Lf" : "%.3Lg", params);
-  throw ValueError(what + ": " + count + " parameters need at least " +
-                   human_bytes(need) + " of memory (" + std::to_string(copies) + " float32 cop" +
+  throw ValueError(what + ": " + count + " parameters need at least " + human_bytes(need) +
+                   " of memory (" + std::to_string(copies) + " float32 cop" +
                    (copies == 1 ? "y" : "ies") + "), more than this machine's " +
                    human_bytes(have) + note);
 }

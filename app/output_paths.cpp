@@ -88,8 +88,10 @@ void check_room(const std::string& shown, const std::string& dir, std::uint64_t 
   if (::statvfs(dir.c_str(), &vfs) != 0) return;  // probe_writable already reported real trouble
   const std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (free_bytes < bytes)
-    throw IoError(shown + ": needs about " + human_bytes(static_cast<long double>(bytes)) + ", the file system of " + dir +
-                  " has " + human_bytes(static_cast<long double>(free_bytes)) + " free (checked before training)");
+    throw IoError(shown + ": needs about " + human_bytes(static_cast<long double>(bytes)) +
+                  ", the file system of " + dir + " has " +
+                  human_bytes(static_cast<long double>(free_bytes)) +
+                  " free (checked before training)");
 }
 
 }  // namespace
@@ -97,7 +99,8 @@ void check_room(const std::string& shown, const std::string& dir, std::uint64_t 
 void check_output_path(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
   const std::string target = target_of(flag, path);
-  const std::string shown = flag + " " + path + (target == path ? "" : " (a link to " + target + ")");
+  const std::string shown =
+      flag + " " + path + (target == path ? "" : " (a link to " + target + ")");
   const std::string kind = io::non_regular_kind(target);
   if (kind == "a directory") throw IoError(shown + ": is a directory");
   if (!kind.empty())
@@ -123,7 +126,8 @@ void check_outputs(const TrainOptions& o) {
   check_output_path("--metrics", o.metrics);
   check_output_dir("--checkpoint-dir", o.checkpoint_dir);
   for (const NamedPath& out : {NamedPath{"--save", o.save}, NamedPath{"--metrics", o.metrics}})
-    if (!out.path.empty()) probe_writable(out.flag + " " + out.path, directory_of_target(out.flag, out.path));
+    if (!out.path.empty())
+      probe_writable(out.flag + " " + out.path, directory_of_target(out.flag, out.path));
   if (!o.checkpoint_dir.empty()) {
     // The directory, or where it will be created (CheckpointDirLock creates it right before
     // training, so a run refused for its data leaves nothing behind).
@@ -167,8 +171,8 @@ void check_output_space(const TrainOptions& o, std::uint64_t weights_bytes,
   if (!o.save.empty())
     check_room("--save " + o.save, directory_of_target("--save", o.save), weights_bytes);
   if (!o.checkpoint_dir.empty())
-    check_room("--checkpoint-dir " + o.checkpoint_dir, target_of("--checkpoint-dir", o.checkpoint_dir),
-               checkpoint_bytes);
+    check_room("--checkpoint-dir " + o.checkpoint_dir,
+               target_of("--checkpoint-dir", o.checkpoint_dir), checkpoint_bytes);
 }
 
 std::uint64_t weights_file_bytes(const nn::Module& model) {

@@ -33,8 +33,9 @@ void check_output_dir(const std::string& flag, const std::string& dir);
 /// check_output_path (--save, --metrics), check_output_dir (--checkpoint-dir), that a file can
 /// be created and written where each output goes (for a --checkpoint-dir yet to be created: in
 /// its nearest existing ancestor; IoError naming the flag, the path and the system's reason:
-/// read-only file system, no space left, permission), and that no output is the same file as another output or as an input (--init, the --data
-/// files), --save equal to --init excepted (ValueError naming both flags).
+/// read-only file system, no space left, permission), and that no output is the same file as
+/// another output or as an input (--init, the --data files), --save equal to --init excepted
+/// (ValueError naming both flags).
 void check_outputs(const TrainOptions& o);
 
 /// IoError naming the flag, the bytes needed and the bytes free when the file system of an

@@ -30,8 +30,7 @@ std::string clock_text(double seconds) {
 int terminal_columns() {
   winsize w{};
   if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0) return w.ws_col;
-  if (const char* c = std::getenv("COLUMNS"); c != nullptr && std::atoi(c) > 0)
-    return std::atoi(c);
+  if (const char* c = std::getenv("COLUMNS"); c != nullptr && std::atoi(c) > 0) return std::atoi(c);
   return 80;
 }
 
@@ -53,9 +52,9 @@ std::string fit_bar_line(std::int64_t epoch, std::int64_t epochs, std::int64_t b
   const std::size_t left = room > plain.size() + 3 ? room - plain.size() - 3 : 0;
   if (left >= kNarrowest) {
     const std::size_t width = std::min(left, kWidest);
-    const auto filled = static_cast<std::size_t>(
-        batches > 0 ? static_cast<std::int64_t>(width) * batches_done / batches
-                    : static_cast<std::int64_t>(width));
+    const auto filled = static_cast<std::size_t>(batches > 0 ? static_cast<std::int64_t>(width) *
+                                                                   batches_done / batches
+                                                             : static_cast<std::int64_t>(width));
     std::string bar(std::min(filled, width), '#');
     bar.resize(width, '.');
     return std::string(head) + " [" + bar + "]" + tail;
@@ -93,8 +92,8 @@ void Progress::update(std::int64_t batches_done, std::int64_t samples_done, doub
   const double left = static_cast<double>(samples_ - samples_done) +
                       static_cast<double>(epochs_ - epoch_) * static_cast<double>(samples_);
   const double eta = rate > 0 ? left / rate : -1.0;
-  const std::string line = fit_bar_line(epoch_, epochs_, batches_done, batches_, running_loss,
-                                        rate, clock_text(eta), terminal_columns());
+  const std::string line = fit_bar_line(epoch_, epochs_, batches_done, batches_, running_loss, rate,
+                                        clock_text(eta), terminal_columns());
   out_ << '\r' << line << "\x1b[K" << std::flush;
   drawn_ = true;
 }

@@ -1,7 +1,7 @@
 // What `lockstep train` prints on stdout while it runs: on a terminal a progress bar redrawn in
 // place (epoch, batches, samples/s, ETA, running loss) that becomes the epoch line when the epoch
-// ends (fitted to the terminal's width at every redraw); otherwise (a file or a pipe) exactly the epoch lines; with --quiet nothing (the caller
-// prints the summary either way).
+// ends (fitted to the terminal's width at every redraw); otherwise (a file or a pipe) exactly the
+// epoch lines; with --quiet nothing (the caller prints the summary either way).
 #pragma once
 
 #include <chrono>

@@ -18,9 +18,10 @@ void check_combinations(const TrainOptions& o) {
   if (o.optimizer == "sgd" && !o.adam_flags_given.empty())
     throw ValueError(o.adam_flags_given.front() + " applies to --optimizer adam and adamw only");
   if (o.optimizer == "sgd" && o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-    throw ValueError("--nesterov needs --momentum > 0 and --dampening 0 (as PyTorch's SGD), got "
-                     "--momentum " + typed_number(o.momentum) + " --dampening " +
-                     typed_number(o.dampening));
+    throw ValueError(
+        "--nesterov needs --momentum > 0 and --dampening 0 (as PyTorch's SGD), got "
+        "--momentum " +
+        typed_number(o.momentum) + " --dampening " + typed_number(o.dampening));
   if (o.resume && !o.init.empty())
     throw ValueError(
         "--resume and --init cannot be used together (the checkpoint holds the "

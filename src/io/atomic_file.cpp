@@ -102,8 +102,8 @@ bool is_temporary_file(const std::string& filename) {
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   if (path.empty()) throw IoError("cannot write a file: empty path");
   const std::string target = write_target(path);
-  const std::string where =
-      "cannot write " + quoted(path) + (target == path ? "" : " (a link to " + quoted(target) + ")");
+  const std::string where = "cannot write " + quoted(path) +
+                            (target == path ? "" : " (a link to " + quoted(target) + ")");
   if (const std::string kind = non_regular_kind(target); !kind.empty())
     throw IoError(where + ": it is " + kind +
                   "; only a regular file is replaced (nothing was written)");

@@ -40,9 +40,9 @@ TEST(CliMemory, AModelThatDoesNotFitIsRefusedWithTheEstimate) {
   EXPECT_EQ(r.out, "");
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
-  for (const std::string m : {"--model mlp:10,4000000,2", "training needs about",
-                              "available (ulimit -v)", "52000002 parameters",
-                              "the activations of a batch of 32", "--batch-size"})
+  for (const std::string m :
+       {"--model mlp:10,4000000,2", "training needs about", "available (ulimit -v)",
+        "52000002 parameters", "the activations of a batch of 32", "--batch-size"})
     EXPECT_NE(lines[0].find(m), std::string::npos) << m << " missing in " << lines[0];
   EXPECT_FALSE(fs::exists(dir / "w"));
 }
@@ -53,8 +53,10 @@ TEST(CliMemory, ValidationAndEvalRunInBoundedChunks) {
   if (kSanitized) GTEST_SKIP() << "ulimit -v breaks the sanitizers' shadow memory";
   TempDir dir;
   std::string train = "a,b,label\n", val = "a,b,label\n";
-  for (int i = 0; i < 8; ++i) train += std::to_string(i % 3) + ",0.5," + std::to_string(i % 2) + "\n";
-  for (int i = 0; i < 400; ++i) val += std::to_string(i % 5) + ",0.25," + std::to_string(i % 2) + "\n";
+  for (int i = 0; i < 8; ++i)
+    train += std::to_string(i % 3) + ",0.5," + std::to_string(i % 2) + "\n";
+  for (int i = 0; i < 400; ++i)
+    val += std::to_string(i % 5) + ",0.25," + std::to_string(i % 2) + "\n";
   write_text(dir / "train.csv", train);
   write_text(dir / "val.csv", val);
   const std::string data = "csv:" + (dir / "train.csv") + "," + (dir / "val.csv");
@@ -62,8 +64,8 @@ TEST(CliMemory, ValidationAndEvalRunInBoundedChunks) {
                                            "--epochs", "1", "--save", dir / "w"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("val_loss"), std::string::npos) << r.out;
-  r = lockstep_limited(2 << 20, {"eval", "--data", data, "--model", "mlp:2,2000000,2",
-                                 "--weights", dir / "w"});
+  r = lockstep_limited(
+      2 << 20, {"eval", "--data", data, "--model", "mlp:2,2000000,2", "--weights", dir / "w"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("samples 400"), std::string::npos) << r.out;
 }

@@ -12,13 +12,14 @@ namespace lockstep::e2e {
 namespace {
 
 /// Names of code, not of anything the user gave.
-const std::regex kInternal(R"(load_state_dict|read_file|write_file_atomic|Sequential|SGD:|\.[0-9]*00000000[0-9])");
+const std::regex kInternal(
+    R"(load_state_dict|read_file|write_file_atomic|Sequential|SGD:|\.[0-9]*00000000[0-9])");
 
 TEST(CliMessages, ValuesAreEchoedAsTyped) {
   TempDir dir;
   const std::string ck = dir / "ck";
-  ASSERT_EQ(lockstep({"train", "--epochs", "1", "--momentum", "0.9", "--checkpoint-dir", ck}).status,
-            0);
+  ASSERT_EQ(
+      lockstep({"train", "--epochs", "1", "--momentum", "0.9", "--checkpoint-dir", ck}).status, 0);
   std::string line = expect_error(
       {"train", "--epochs", "2", "--momentum", "0.8", "--checkpoint-dir", ck, "--resume"},
       {"--momentum=0.8 but the checkpoint has --momentum=0.9"});
@@ -52,8 +53,8 @@ TEST(CliMessages, ACheckpointWhereWeightsAreExpectedSaysSo) {
   const std::string ck = dir / "ck";
   ASSERT_EQ(lockstep({"train", "--epochs", "1", "--checkpoint-dir", ck}).status, 0);
   const std::string file = ck + "/epoch-0001.safetensors";
-  expect_error({"train", "--init", file},
-               {"--init " + file, "is a training checkpoint", "--checkpoint-dir " + ck + " --resume"});
+  expect_error({"train", "--init", file}, {"--init " + file, "is a training checkpoint",
+                                           "--checkpoint-dir " + ck + " --resume"});
   expect_error({"eval", "--weights", file}, {"--weights " + file, "is a training checkpoint"});
 }
 

@@ -162,7 +162,8 @@ TEST(CliOutputs, CollidingOutputsAreRefusedButSaveMayReplaceInit) {
   expect_usage_error({"train", "--checkpoint-dir", dir / "ck", "--save", dir / "./ck"},
                      {"--save", "--checkpoint-dir"});
   EXPECT_EQ(read_text(dir / "init"), init);
-  RunResult r = lockstep({"train", "--epochs", "1", "--init", dir / "init", "--save", dir / "init"});
+  RunResult r =
+      lockstep({"train", "--epochs", "1", "--init", dir / "init", "--save", dir / "init"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(read_text(dir / "init"), init);
   EXPECT_NO_THROW(safetensors::load_file(dir / "init"));
@@ -189,8 +190,8 @@ TEST(CliOutputs, AFailingFinalWriteLeavesTheWeightsInAFallbackFile) {
   EXPECT_EQ(r.status, 2) << r.err;
   auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
-  const std::string fallback = (dir / "ck") + "/lockstep-save-" + std::to_string(pid) +
-                               ".safetensors";
+  const std::string fallback =
+      (dir / "ck") + "/lockstep-save-" + std::to_string(pid) + ".safetensors";
   EXPECT_NE(lines[0].find("--save"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("Read-only file system"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("the trained weights were written to " + fallback), std::string::npos)

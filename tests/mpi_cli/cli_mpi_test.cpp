@@ -286,10 +286,9 @@ TEST(MpiCliFaults, AStoppedAndContinuedRankIsNamedNotTheHealthyOne) {
   const std::string mark = "LOCKSTEP_TEST_MARK=" + std::to_string(::getpid()) + "-stopcont";
   // mpirun ends the job when rank 0 leaves: SIGCONT and SIGTERM to rank 1, then SIGKILL after
   // odls_base_sigkill_timeout (1 s by default, less than rank 1's roll call): 4 s here.
-  Child job(LOCKSTEP_MPIEXEC,
-            {"-np", "2", "--mca", "odls_base_sigkill_timeout", "4", "-x",
-             "LOCKSTEP_TEST_FAULT=hang:1:3", "-x", mark, kCli, "train", "--epochs", "3",
-             "--timeout", "4"});
+  Child job(LOCKSTEP_MPIEXEC, {"-np", "2", "--mca", "odls_base_sigkill_timeout", "4", "-x",
+                               "LOCKSTEP_TEST_FAULT=hang:1:3", "-x", mark, kCli, "train",
+                               "--epochs", "3", "--timeout", "4"});
   pid_t zero = -1, one = -1;
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while ((zero < 0 || one < 0 || process_state(one) != 'T') && Clock::now() < deadline) {

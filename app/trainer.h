@@ -6,6 +6,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +27,7 @@
 #include "options.h"
 #include "progress.h"
 #include "signals.h"
+#include "text_data.h"
 
 namespace lockstep::app {
 
@@ -36,12 +39,17 @@ inline double seconds_since(Clock::time_point start) {
 
 /// The option values a run uses once the defaults that depend on other flags are filled in.
 struct Resolved {
+  /// --optimizer, or adamw for a gpt: model without it.
+  std::string optimizer;
   double lr = 0.0, weight_decay = 0.0;
   LrSchedule schedule;
   ModelSpec model;
   std::vector<Device> devices;
   /// Whether the model's BatchNorm layers synchronize (SyncBatchNorm), see sync_batchnorm().
   bool sync_bn = false;
+  /// gpt: models with --lr-schedule cosine: nanoGPT's min_lr and lr_decay_iters.
+  double min_lr = 0.0;
+  std::int64_t lr_decay_iters = 0;
 };
 
 /// --sync-bn / --no-sync-bn as given, else automatic: SyncBatchNorm when `replicas` (devices ×
@@ -61,8 +69,17 @@ void check_shards_per_rank(const TrainOptions& o, std::int64_t samples, int worl
 
 // Checks made before training (train_checks.cpp).
 
+/// --optimizer, or adamw (nanoGPT's) for a gpt: model when it was not given.
+std::string resolved_optimizer(const TrainOptions& o);
+
 /// Refuses flag combinations that make no sense (ValueError naming the flags).
 void check_combinations(const TrainOptions& o);
+
+/// gpt: models (`gpt`) and the others take different flags and data: ValueError naming the
+/// flag given to the wrong kind (--epochs with a gpt: model, --max-iters without one, ...), text
+/// data without a gpt: model or a gpt: model without text data, sgd or a step: schedule with a
+/// gpt: model (train_text.cpp).
+void check_training_kind(const TrainOptions& o, const ModelSpec& model);
 
 /// --cuda-graphs needs training on exactly one GPU in one process (ValueError naming what the run
 /// trains on, and why there is no GPU when there is none).
@@ -96,7 +113,21 @@ class Trainer {
 
  private:
   void setup();
+  /// gpt: models (train_text.cpp): the text, the vocabulary and the GPT (from --seed or --init).
+  void setup_text_model();
+  /// The optimizer (make_optimizer; gpt: models: weight-decay groups) and LR scheduler.
+  void setup_optimizer();
+  /// The run of a gpt: model from iteration to iteration (train_iters.cpp).
+  void run_iterations();
+  /// nanoGPT's estimate_loss for one part: the mean loss over --eval-iters batches of
+  /// --batch-size windows drawn from Generator(seed, stream), the same at every evaluation.
+  double estimate_loss(const Tensor& tokens, std::uint64_t stream);
+  /// The metadata a gpt: model's files carry: vocabulary and model (text_data.h, gpt_spec.h).
+  std::map<std::string, std::string> text_metadata() const;
   void resume_from_checkpoint();
+  /// --resume of a gpt: model: the checkpoint's vocabulary must be the text's (ValueError
+  /// naming both sizes otherwise); the window generator continues where it was.
+  void resume_text(const Checkpoint& c);
   /// Trains epoch `epoch` (1-based) from batch `first_batch`; returns its stats.
   EpochStats train_epoch(std::int64_t epoch, std::int64_t first_batch);
   std::optional<EvalResult> validate();
@@ -111,6 +142,14 @@ class Trainer {
   /// flags, epochs and resume setting on data of the same shape (checked before the first
   /// collective that depends on them).
   void check_same_setup_on_every_rank() const;
+  /// Runs one training step's `step` (returning its loss); a distributed or data error it throws
+  /// is thrown again with " (at `at`)" appended, after the progress bar is cleared.
+  double guarded_step(const std::string& at, const std::function<double()>& step);
+  /// NonFiniteLossError naming `at` (and the ranks) unless `loss` is finite.
+  void check_finite(double loss, const std::string& at);
+  /// --save: rank 0 writes the final parameters (with a gpt: model's metadata), every rank
+  /// waits for it.
+  void save_final();
   /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
   void inject_fault(std::int64_t step, Tensor& x) const;
   /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
@@ -131,6 +170,9 @@ class Trainer {
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<parallel::CUDAGraphStep> graph_step_;  // --cuda-graphs
   std::unique_ptr<data::DataLoader> loader_;
+  // gpt: models: the text and the generator of the training windows.
+  std::optional<TextCorpus> text_;
+  Generator windows_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsLog> metrics_;
   nn::CrossEntropyLoss criterion_;

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "distributed.h"
 #include "eval.h"
+#include "generate.h"
 #include "exit_status.h"
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
@@ -71,6 +72,9 @@ int run_command(const CliOptions& options) {
         break;
       case Command::Eval:
         run_eval(options.eval, std::cout);
+        break;
+      case Command::Generate:
+        run_generate(options.generate, std::cout);
         break;
       case Command::None:
         print_error("no command given (see 'lockstep --help')");

@@ -82,7 +82,8 @@ std::optional<std::pair<std::int64_t, std::int64_t>> order_key(const std::string
 std::string checkpoint_filename(const TrainingPosition& p) {
   char buf[96];
   if (p.by_iteration)
-    std::snprintf(buf, sizeof buf, "iter-%06lld.safetensors", static_cast<long long>(p.global_step));
+    std::snprintf(buf, sizeof buf, "iter-%06lld.safetensors",
+                  static_cast<long long>(p.global_step));
   else if (p.batch_in_epoch == 0)
     std::snprintf(buf, sizeof buf, "epoch-%04lld.safetensors",
                   static_cast<long long>(p.epochs_done));

@@ -27,9 +27,9 @@ struct CliOptions {
 /// LOCKSTEP_VERSION compile definition (the CMake project version).
 std::string version_text();
 
-/// Builds the whole command line (`lockstep [--version] <train|eval|generate> [flags]`), with `options`
-/// receiving the parsed values. `options` must outlive the returned app. Every flag's help text
-/// ends with its default.
+/// Builds the whole command line (`lockstep [--version] <train|eval|generate> [flags]`), with
+/// `options` receiving the parsed values. `options` must outlive the returned app. Every flag's
+/// help text ends with its default.
 std::unique_ptr<CLI::App> make_cli(CliOptions& options);
 
 /// The one-line, user-facing text for a CLI11 parse error, without the `lockstep: error: `

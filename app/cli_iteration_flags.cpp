@@ -37,8 +37,7 @@ void add_iteration_flags(CLI::App& train, TrainOptions& c) {
   train
       .add_option_function<double>(
           "--min-lr", [&c](double v) { c.min_lr = v; },
-          "gpt: models with --lr-schedule cosine: the lr the cosine decays to" +
-              dflt("--lr / 10"))
+          "gpt: models with --lr-schedule cosine: the lr the cosine decays to" + dflt("--lr / 10"))
       ->check(finite_number(false))
       ->type_name("X");
   train
@@ -52,9 +51,9 @@ void add_iteration_flags(CLI::App& train, TrainOptions& c) {
 }
 
 void record_given_flags(const CLI::App& train, TrainOptions& c) {
-  for (const char* flag : {"--epochs", "--no-shuffle", "--accumulate-steps", "--label-column",
-                           "--activation", "--dropout", "--sync-bn", "--no-sync-bn",
-                           "--cuda-graphs"})
+  for (const char* flag :
+       {"--epochs", "--no-shuffle", "--accumulate-steps", "--label-column", "--activation",
+        "--dropout", "--sync-bn", "--no-sync-bn", "--cuda-graphs"})
     if (train.count(flag) > 0) c.epoch_flags_given.emplace_back(flag);
   for (const char* flag : {"--max-iters", "--eval-interval", "--eval-iters", "--warmup-iters",
                            "--min-lr", "--lr-decay-iters"})

@@ -19,9 +19,10 @@ void add_train_command(CLI::App& app, CliOptions& options) {
   add_data_flags(*train, c.data);
   add_model_flags(*train, c.model);
   add_dist_flags(*train, c.dist);
-  train->add_option("--optimizer", c.optimizer,
-                    "sgd, adam or adamw (gpt: models: adam or adamw)" +
-                        dflt("sgd; adamw for gpt: models"))
+  train
+      ->add_option(
+          "--optimizer", c.optimizer,
+          "sgd, adam or adamw (gpt: models: adam or adamw)" + dflt("sgd; adamw for gpt: models"))
       ->check(one_of({"sgd", "adam", "adamw"}));
   train
       ->add_option_function<double>(

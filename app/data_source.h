@@ -25,8 +25,8 @@ struct DataSpec {
 };
 
 /// Parses `synthetic`, `fashion-mnist`, `fashion-mnist:DIR`, `idx:TI,TL[,VI,VL]`,
-/// `csv:TRAIN[,VAL]`, `text:FILE`, `text-bytes:FILE`. Throws ValueError naming the text for anything else (unknown kind, wrong
-/// number of paths, an empty path).
+/// `csv:TRAIN[,VAL]`, `text:FILE`, `text-bytes:FILE`. Throws ValueError naming the text for
+/// anything else (unknown kind, wrong number of paths, an empty path).
 DataSpec parse_data_spec(const std::string& text);
 
 /// Rows ready for training: features [N, F] float32 and labels [N] int64 for each part.

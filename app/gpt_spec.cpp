@@ -30,9 +30,9 @@ nn::GPTConfig GptSpec::config(std::int64_t vocab_size) const {
 }
 
 GptSpec parse_gpt_spec(const std::string& text) {
-  const std::string usage =
-      "--model " + text + ": expected gpt:layers=L,heads=H,embd=C,block=T[,bias=true|false,"
-      "dropout=P]";
+  const std::string usage = "--model " + text +
+                            ": expected gpt:layers=L,heads=H,embd=C,block=T[,bias=true|false,"
+                            "dropout=P]";
   if (text.rfind("gpt:", 0) != 0) throw ValueError(usage);
   GptSpec s;
   std::set<std::string> seen;
@@ -43,7 +43,8 @@ GptSpec parse_gpt_spec(const std::string& text) {
     const std::string field = text.substr(pos, comma - pos);
     pos = comma + 1;
     const std::size_t eq = field.find('=');
-    const std::string key = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
+    const std::string key = field.substr(0, eq),
+                      value = eq == std::string::npos ? "" : field.substr(eq + 1);
     if (eq == std::string::npos || key.empty())
       throw ValueError(usage + " (got '" + field + "', not KEY=VALUE)");
     if (!seen.insert(key).second) throw ValueError(usage + " ('" + key + "' given twice)");
@@ -56,7 +57,10 @@ GptSpec parse_gpt_spec(const std::string& text) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
       if (value.empty() || ec != std::errc() || p != value.data() + value.size() || v < 1)
         throw bad("an integer >= 1");
-      (key == "layers" ? s.layers : key == "heads" ? s.heads : key == "embd" ? s.embd : s.block) = v;
+      (key == "layers"  ? s.layers
+       : key == "heads" ? s.heads
+       : key == "embd"  ? s.embd
+                        : s.block) = v;
     } else if (key == "bias") {
       if (value != "true" && value != "false") throw bad("true or false");
       s.bias = value == "true";
@@ -88,7 +92,8 @@ std::shared_ptr<nn::GPT> gpt_from_metadata(const std::map<std::string, std::stri
                                            const std::string& path) {
   auto model = md.find("model"), vocab = md.find("vocab_size");
   if (model == md.end() || vocab == md.end())
-    throw DataError(path + ": metadata 'model' or 'vocab_size' missing (not a gpt: model "
+    throw DataError(path +
+                    ": metadata 'model' or 'vocab_size' missing (not a gpt: model "
                     "written by lockstep train)");
   GptSpec spec;
   try {

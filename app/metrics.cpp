@@ -41,8 +41,8 @@ std::string iter_line(const IterStats& s) {
   char lr[32];
   std::snprintf(lr, sizeof lr, "%.6g", s.lr);
   return "iter " + std::to_string(s.iter) + "/" + std::to_string(s.max_iters) + " train_loss " +
-         fixed(s.train_loss, 4) + " val_loss " + fixed(s.val_loss, 4) + " lr " + lr +
-         " tokens/s " + fixed(s.tokens_per_second, 0);
+         fixed(s.train_loss, 4) + " val_loss " + fixed(s.val_loss, 4) + " lr " + lr + " tokens/s " +
+         fixed(s.tokens_per_second, 0);
 }
 
 std::string iter_summary_line(std::int64_t iters, std::optional<double> val_loss, double seconds,
@@ -89,8 +89,7 @@ void MetricsLog::append(const EpochStats& s, const std::vector<Device>& devices,
   write_line(j, devices, world_size);
 }
 
-void MetricsLog::write_line(nlohmann::json& j, const std::vector<Device>& devices,
-                            int world_size) {
+void MetricsLog::write_line(nlohmann::json& j, const std::vector<Device>& devices, int world_size) {
   nlohmann::json names = nlohmann::json::array();
   for (const Device& d : devices) names.push_back(d.str());
   j["devices"] = names;

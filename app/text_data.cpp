@@ -15,13 +15,17 @@ namespace {
 std::size_t utf8_length(const std::string& s, std::size_t i) {
   const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = b(i);
-  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  std::size_t n = c < 0x80           ? 1
+                  : (c >> 5) == 0x6  ? 2
+                  : (c >> 4) == 0xE  ? 3
+                  : (c >> 3) == 0x1E ? 4
+                                     : 0;
   if (n == 0 || i + n > s.size()) return 0;
   for (std::size_t k = 1; k < n; ++k)
     if ((b(i + k) & 0xC0) != 0x80) return 0;
-  if (n == 2 && c < 0xC2) return 0;                                    // overlong
-  if (n == 3 && c == 0xE0 && b(i + 1) < 0xA0) return 0;                // overlong
-  if (n == 3 && c == 0xED && b(i + 1) >= 0xA0) return 0;               // surrogates
+  if (n == 2 && c < 0xC2) return 0;                       // overlong
+  if (n == 3 && c == 0xE0 && b(i + 1) < 0xA0) return 0;   // overlong
+  if (n == 3 && c == 0xED && b(i + 1) >= 0xA0) return 0;  // surrogates
   if (n == 4 && ((c == 0xF0 && b(i + 1) < 0x90) || c > 0xF4 || (c == 0xF4 && b(i + 1) >= 0x90)))
     return 0;
   return n;
@@ -88,7 +92,8 @@ TextVocab TextVocab::from_metadata(const std::map<std::string, std::string>& md,
                                    const std::string& path) {
   auto tokenizer = md.find("tokenizer");
   if (tokenizer == md.end())
-    throw DataError(path + ": no vocabulary: metadata 'tokenizer' missing (not written by "
+    throw DataError(path +
+                    ": no vocabulary: metadata 'tokenizer' missing (not written by "
                     "lockstep train with --data text:FILE or text-bytes:FILE)");
   TextVocab v;
   if (tokenizer->second == "bytes") {

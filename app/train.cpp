@@ -41,7 +41,8 @@ std::optional<EvalResult> Trainer::validate() {
 void Trainer::save_final() {
   if (!o_.save.empty() && dist_.is_main()) {
     try {
-      save_weights(*model_, o_.save, text_ ? text_metadata() : std::map<std::string, std::string>{});
+      save_weights(*model_, o_.save,
+                   text_ ? text_metadata() : std::map<std::string, std::string>{});
     } catch (const IoError& e) {
       throw IoError("--save: " + std::string(e.what()));
     }

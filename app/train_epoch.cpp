@@ -29,12 +29,11 @@ double Trainer::guarded_step(const std::string& at, const std::function<double()
   } catch (const PeerFailedError& e) {
     progress_->clear();
     const std::string what = e.what();  // the failed rank's message may name the step itself
-    throw PeerFailedError(
-        what.find("(at epoch ") == std::string::npos && what.find("(at iteration ") ==
-                                                            std::string::npos
-            ? what + " (at " + at + ")"
-            : what,
-        e.rank(), e.status());
+    throw PeerFailedError(what.find("(at epoch ") == std::string::npos &&
+                                  what.find("(at iteration ") == std::string::npos
+                              ? what + " (at " + at + ")"
+                              : what,
+                          e.rank(), e.status());
   } catch (const TimeoutError& e) {
     progress_->clear();
     throw TimeoutError(std::string(e.what()) + " (at " + at + ")");

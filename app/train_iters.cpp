@@ -17,7 +17,9 @@ namespace lockstep::app {
 void Trainer::run_iterations() {
   const std::int64_t block = r_.model.gpt->block, batch = o_.batch_size;
   const double tokens_per_step = static_cast<double>(batch * block);
-  const auto loss_fn = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
+  const auto loss_fn = [](const Tensor& logits, const Tensor& y) {
+    return nn::gpt_loss(logits, y);
+  };
   const auto count_fn = [](const Tensor& y) { return nn::count_targets(y); };
   std::optional<double> val_loss;
   double train_seconds = 0.0;
@@ -61,10 +63,10 @@ void Trainer::run_iterations() {
       since_eval = Clock::now();
       steps_since_eval = 0;
     } else if (const int sig = signal_now(); sig != 0) {
-      interrupted(sig,
-                  "after iteration " + std::to_string(global_step_) + " of " +
-                      std::to_string(o_.max_iters),
-                  o_.checkpoint_dir.empty() ? "" : write_checkpoint_at(0, 0));
+      interrupted(
+          sig,
+          "after iteration " + std::to_string(global_step_) + " of " + std::to_string(o_.max_iters),
+          o_.checkpoint_dir.empty() ? "" : write_checkpoint_at(0, 0));
     }
   }
   if (trained_steps == 0 && text_->has_validation())  // resumed at or past --max-iters

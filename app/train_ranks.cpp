@@ -21,12 +21,11 @@ void Trainer::check_same_setup_on_every_rank() const {
   const Tensor& train = text_ ? text_->train : data_.train_x;
   const Tensor& val = text_ ? text_->val : data_.val_x;
   const std::int64_t classes = text_ ? text_->vocab.size() : data_.classes;
-  std::string setup = fingerprint_ + "--epochs=" + std::to_string(o_.epochs) +
-                      "\n--resume=" + (o_.resume ? "on" : "off") +
-                      "\n--max-iters=" + std::to_string(o_.max_iters) +
-                      "\ntrain=" + train.shape().str() +
-                      "\nval=" + (val.defined() ? val.shape().str() : "none") +
-                      "\nclasses=" + std::to_string(classes) + "\n";
+  std::string setup =
+      fingerprint_ + "--epochs=" + std::to_string(o_.epochs) +
+      "\n--resume=" + (o_.resume ? "on" : "off") + "\n--max-iters=" + std::to_string(o_.max_iters) +
+      "\ntrain=" + train.shape().str() + "\nval=" + (val.defined() ? val.shape().str() : "none") +
+      "\nclasses=" + std::to_string(classes) + "\n";
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bit
   for (unsigned char c : setup) h = (h ^ c) * 1099511628211ull;
   const auto mine = static_cast<std::int64_t>(h >> 1);

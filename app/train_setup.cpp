@@ -56,12 +56,17 @@ void Trainer::setup_optimizer() {
     std::vector<optim::ParamGroup> groups = optim::weight_decay_groups(*model_, r_.weight_decay);
     if (r_.optimizer == "adam")
       optimizer_ = std::make_shared<optim::Adam>(
-          std::move(groups), optim::AdamOptions{.lr = r_.lr, .beta1 = o_.beta1, .beta2 = o_.beta2,
-                                                .eps = o_.eps, .weight_decay = r_.weight_decay});
+          std::move(groups), optim::AdamOptions{.lr = r_.lr,
+                                                .beta1 = o_.beta1,
+                                                .beta2 = o_.beta2,
+                                                .eps = o_.eps,
+                                                .weight_decay = r_.weight_decay});
     else
       optimizer_ = std::make_shared<optim::AdamW>(
-          std::move(groups), optim::AdamWOptions{.lr = r_.lr, .beta1 = o_.beta1,
-                                                 .beta2 = o_.beta2, .eps = o_.eps,
+          std::move(groups), optim::AdamWOptions{.lr = r_.lr,
+                                                 .beta1 = o_.beta1,
+                                                 .beta2 = o_.beta2,
+                                                 .eps = o_.eps,
                                                  .weight_decay = r_.weight_decay});
   } else {
     optimizer_ = make_optimizer(o_, r_, dp_->parameters());
@@ -179,8 +184,7 @@ void Trainer::setup() {
   if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
     metrics_ = std::make_unique<MetricsLog>(
         o_.metrics,
-        o_.resume ? std::optional<std::int64_t>(text_ ? global_step_ : epochs_done_)
-                  : std::nullopt,
+        o_.resume ? std::optional<std::int64_t>(text_ ? global_step_ : epochs_done_) : std::nullopt,
         text_ ? "iter" : "epoch");
 }
 

@@ -48,8 +48,8 @@ TEST(RandomWindows, RefusesBadSizes) {
                                     {"block (0)"});
   testing::expect_error<ValueError>([&] { data::random_windows(arange(5), 2, 0, gen); },
                                     {"batch (0)"});
-  testing::expect_error<DTypeError>(
-      [&] { data::random_windows(zeros({5}), 2, 1, gen); }, {"1-d int64"});
+  testing::expect_error<DTypeError>([&] { data::random_windows(zeros({5}), 2, 1, gen); },
+                                    {"1-d int64"});
 }
 
 }  // namespace

@@ -44,9 +44,9 @@ TEST(CliGenerate, GreedyTokensEqualPyTorchsFromNanoGptsModel) {
 }
 
 TEST(CliGenerate, SamplingIsSeeded) {
-  const std::vector<std::string> args{"--weights",     kWeights, "--prompt", "the",
-                                      "--max-new-tokens", "200", "--temperature", "2",
-                                      "--top-k",       "0"};
+  const std::vector<std::string> args{"--weights",        kWeights, "--prompt",      "the",
+                                      "--max-new-tokens", "200",    "--temperature", "2",
+                                      "--top-k",          "0"};
   const std::string a = generate(args + std::vector<std::string>{"--seed", "1"}).out;
   EXPECT_EQ(a.size(), 203u);
   EXPECT_EQ(a.substr(0, 3), "the");
@@ -63,8 +63,8 @@ TEST(CliGenerate, FilesOfLockstepTrainNeedNoOtherFlag) {
   write_text(dir / "t.txt", read_text(testing::test_data_path("gpt_generate/text.txt")));
   RunResult r = lockstep({"train", "--data", "text:" + (dir / "t.txt"), "--model",
                           "gpt:layers=1,heads=2,embd=16,block=8", "--max-iters", "3",
-                          "--eval-iters", "1", "--batch-size", "4", "--quiet", "--save",
-                          dir / "w", "--checkpoint-dir", dir / "ck", "--devices", "cpu:0"});
+                          "--eval-iters", "1", "--batch-size", "4", "--quiet", "--save", dir / "w",
+                          "--checkpoint-dir", dir / "ck", "--devices", "cpu:0"});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string from_save =
       generate({"--weights", dir / "w", "--prompt", "a dog", "--max-new-tokens", "20"}).out;
@@ -85,8 +85,7 @@ TEST(CliGenerate, BadInputIsOneLine) {
   expect_error({"generate", "--weights", kWeights, "--prompt", ""}, {"--prompt", "empty"});
   expect_error({"generate", "--weights", dir / "none", "--prompt", "a"}, {dir / "none"});
   expect_usage_error({"generate", "--prompt", "a"}, {"--weights"});
-  expect_usage_error({"generate", "--weights", kWeights, "--temperature", "-1"},
-                     {"--temperature"});
+  expect_usage_error({"generate", "--weights", kWeights, "--temperature", "-1"}, {"--temperature"});
   expect_usage_error({"generate", "--weights", kWeights, "--top-k", "-3"}, {"--top-k"});
 }
 
@@ -111,8 +110,8 @@ TEST(CliGptPyTorch, SavedFilesLoadStrictlyIntoNanoGptsModel) {
              "                  dropout=0.0, vocab_size=int(md['vocab_size'])))\n"
              "m.load_state_dict(safetensors.torch.load_file(sys.argv[2]), strict=True)\n"
              "print('loaded', len(md['vocab']))\n");
-  RunResult py = run("/usr/bin/python3", {dir / "load.py", testing::test_data_path("gpt"),
-                                          dir / "w"});
+  RunResult py =
+      run("/usr/bin/python3", {dir / "load.py", testing::test_data_path("gpt"), dir / "w"});
   if (py.status != 0 && py.err.find("No module named") != std::string::npos)
     GTEST_SKIP() << "PyTorch or safetensors not installed for /usr/bin/python3: " << py.err;
   EXPECT_EQ(py.status, 0) << py.err;

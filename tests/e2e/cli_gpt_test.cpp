@@ -41,10 +41,9 @@ const std::string kSpec = "gpt:layers=2,heads=2,embd=32,block=16";
 
 /// A run's flags on `text`: 12 windows a step, eval every 5 steps over 2 batches.
 std::vector<std::string> gpt_args(const std::string& text, const std::vector<std::string>& more) {
-  return std::vector<std::string>{"train",         "--data",       "text:" + text,
-                                  "--model",       kSpec,          "--batch-size",
-                                  "12",            "--eval-interval", "5",
-                                  "--eval-iters",  "2",            "--quiet"} +
+  return std::vector<std::string>{
+             "train",           "--data", "text:" + text, "--model", kSpec,    "--batch-size", "12",
+             "--eval-interval", "5",      "--eval-iters", "2",       "--quiet"} +
          more;
 }
 
@@ -64,11 +63,28 @@ TEST(CliGpt, TrainingEqualsTheSameRunThroughTheLibrary) {
   TempDir dir;
   const std::string text = small_text();
   write_text(dir / "t.txt", text);
-  ok(gpt_args(dir / "t.txt",
-              {"--max-iters", "6", "--lr", "0.01", "--weight-decay", "0.1", "--betas", "0.9,0.99",
-               "--lr-schedule", "cosine", "--warmup-iters", "2", "--min-lr", "0.001",
-               "--clip-grad-norm", "1", "--seed", "7", "--devices", "cpu:0,cpu:1", "--save",
-               dir / "w"}));
+  ok(gpt_args(dir / "t.txt", {"--max-iters",
+                              "6",
+                              "--lr",
+                              "0.01",
+                              "--weight-decay",
+                              "0.1",
+                              "--betas",
+                              "0.9,0.99",
+                              "--lr-schedule",
+                              "cosine",
+                              "--warmup-iters",
+                              "2",
+                              "--min-lr",
+                              "0.001",
+                              "--clip-grad-norm",
+                              "1",
+                              "--seed",
+                              "7",
+                              "--devices",
+                              "cpu:0,cpu:1",
+                              "--save",
+                              dir / "w"}));
 
   // The library: prepare.py's vocabulary and split, GPT from the seed, configure_optimizers'
   // groups, get_lr, clipping, and the windows from Generator(seed).
@@ -116,8 +132,8 @@ TEST(CliGpt, DeterministicModeIsBitIdenticalOnOneAndThreeDevices) {
   write_text(dir / "t.txt", small_text());
   for (const std::string devices : {"cpu:0", "cpu:0,cpu:1,cpu:2"})
     ok(gpt_args(dir / "t.txt", {"--max-iters", "10", "--deterministic", "--lr-schedule", "cosine",
-                                "--model", kSpec + ",dropout=0.1", "--devices", devices,
-                                "--save", dir / devices, "--metrics", dir / (devices + ".m")}));
+                                "--model", kSpec + ",dropout=0.1", "--devices", devices, "--save",
+                                dir / devices, "--metrics", dir / (devices + ".m")}));
   ASSERT_FALSE(read_text(dir / "cpu:0").empty());
   EXPECT_EQ(read_text(dir / "cpu:0"), read_text(dir / "cpu:0,cpu:1,cpu:2"));
   const auto one = metrics_without_timing(dir / "cpu:0.m");
@@ -129,19 +145,20 @@ TEST(CliGpt, ResumeMidRunIsBitIdentical) {
   TempDir dir;
   write_text(dir / "t.txt", small_text());
   // Dropout on two devices (the masks follow the step count), AdamW state, the cosine's position.
-  const auto args = gpt_args(dir / "t.txt", {"--model", kSpec + ",dropout=0.2,bias=true",
-                                             "--devices", "cpu:0,cpu:1", "--lr-schedule",
-                                             "cosine", "--warmup-iters", "3",
-                                             "--lr-decay-iters", "15", "--clip-grad-norm", "1"});
+  const auto args =
+      gpt_args(dir / "t.txt", {"--model", kSpec + ",dropout=0.2,bias=true", "--devices",
+                               "cpu:0,cpu:1", "--lr-schedule", "cosine", "--warmup-iters", "3",
+                               "--lr-decay-iters", "15", "--clip-grad-norm", "1"});
   ok(args + std::vector<std::string>{"--max-iters", "15", "--save", dir / "whole", "--metrics",
                                      dir / "whole.m"});
   const std::string ck = dir / "ck";
-  ok(args + std::vector<std::string>{"--max-iters", "7", "--checkpoint-dir", ck, "--metrics",
-                                     dir / "m"});
+  ok(args +
+     std::vector<std::string>{"--max-iters", "7", "--checkpoint-dir", ck, "--metrics", dir / "m"});
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(ck)) files.push_back(e.path().filename());
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"iter-000005.safetensors", "iter-000007.safetensors"}));
+  EXPECT_EQ(files,
+            (std::vector<std::string>{"iter-000005.safetensors", "iter-000007.safetensors"}));
   ok(args + std::vector<std::string>{"--max-iters", "15", "--checkpoint-dir", ck, "--resume",
                                      "--save", dir / "resumed", "--metrics", dir / "m"});
   ASSERT_FALSE(read_text(dir / "whole").empty());
@@ -161,15 +178,24 @@ TEST(CliGpt, ResumeMidRunIsBitIdentical) {
 TEST(CliGpt, SigintWritesAnIterationCheckpointAndResumeIsBitIdentical) {
   TempDir dir;
   write_text(dir / "t.txt", small_text());
-  const std::vector<std::string> args{
-      "train",           "--data", "text:" + (dir / "t.txt"), "--model", kSpec, "--batch-size", "4",
-      "--eval-interval", "40",     "--eval-iters",             "1",       "--devices",
-      "cpu:0,cpu:1"};
+  const std::vector<std::string> args{"train",
+                                      "--data",
+                                      "text:" + (dir / "t.txt"),
+                                      "--model",
+                                      kSpec,
+                                      "--batch-size",
+                                      "4",
+                                      "--eval-interval",
+                                      "40",
+                                      "--eval-iters",
+                                      "1",
+                                      "--devices",
+                                      "cpu:0,cpu:1"};
   const std::string ck = dir / "ck";
   // Waits for the first evaluation line (iteration 40), then interrupts: mostly between two
   // evaluations (a checkpoint of that iteration), sometimes at one (its checkpoint).
-  Child child(kCli, args + std::vector<std::string>{"--max-iters", "1000000", "--checkpoint-dir",
-                                                    ck});
+  Child child(kCli,
+              args + std::vector<std::string>{"--max-iters", "1000000", "--checkpoint-dir", ck});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (child.out_so_far().find('\n') == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
@@ -201,9 +227,9 @@ TEST(CliGpt, SigintWritesAnIterationCheckpointAndResumeIsBitIdentical) {
 TEST(CliGpt, FilesCarryTheVocabularyAndModelUnderNanoGptNames) {
   TempDir dir;
   write_text(dir / "t.txt", "h\xc3\xa9llo w\xc3\xb6rld, hello world! " + small_text());
-  RunResult r = lockstep(gpt_args(dir / "t.txt", {"--max-iters", "5", "--checkpoint-dir",
-                                                  dir / "ck", "--save", dir / "w", "--metrics",
-                                                  dir / "m", "--devices", "cpu:0"}) );
+  RunResult r = lockstep(
+      gpt_args(dir / "t.txt", {"--max-iters", "5", "--checkpoint-dir", dir / "ck", "--save",
+                               dir / "w", "--metrics", dir / "m", "--devices", "cpu:0"}));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(std::regex_match(
       r.out, std::regex(R"(done: 5 iterations, val_loss [0-9.]+, [0-9.]+ s, tokens/s [0-9]+, )"
@@ -275,9 +301,9 @@ TEST(CliGpt, BadTextAndSpecsAreOneLineErrors) {
                {"step:1:0.5", "per epoch"});
   expect_error(train(t, kSpec) + std::vector<std::string>{"--warmup-iters", "3"},
                {"--warmup-iters applies to --lr-schedule cosine only"});
-  expect_error(train(t, kSpec) + std::vector<std::string>{"--lr-schedule", "cosine",
-                                                          "--warmup-iters", "5"},
-               {"--lr-decay-iters 1 (--max-iters) must exceed --warmup-iters 5"});
+  expect_error(
+      train(t, kSpec) + std::vector<std::string>{"--lr-schedule", "cosine", "--warmup-iters", "5"},
+      {"--lr-decay-iters 1 (--max-iters) must exceed --warmup-iters 5"});
   expect_error({"train", "--max-iters", "3"}, {"--max-iters applies to gpt: models only"});
   expect_error({"train", "--data", t}, {"is a text", "gpt:"});
   expect_error({"train", "--model", kSpec}, {"trains on text", "--data synthetic"});

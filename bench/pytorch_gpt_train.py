@@ -8,8 +8,8 @@ configuration `lockstep train --data text:FILE --model gpt:...` is given there.
         [--seed 1337]
 
 Data as shakespeare_char/prepare.py: vocabulary sorted(set(text)), the first 90 % trains, the
-rest validates. Model: nanoGPT's GPT (model.py, imported from tests/data/gpt/make_gpt_golden.py,
-which holds it verbatim), bias=False, dropout=0.0. Optimizer: model.configure_optimizers(0.1, lr,
+rest validates. Model: nanoGPT's GPT (model.py, from tests/data/gpt/make_gpt_golden.py, which
+holds it verbatim, through bench/pytorch_gpt.py), bias=False, dropout=0.0. Optimizer: model.configure_optimizers(0.1, lr,
 (0.9, 0.99), 'cpu'). Each iteration as train.py (gradient_accumulation_steps 1): lr = get_lr(it)
 (warmup, cosine to min_lr at lr_decay_iters) set on every group; X, Y = get_batch('train')
 (torch.randint offsets, windows of block + 1 tokens); logits, loss = model(X, Y); backward;
@@ -23,19 +23,13 @@ import math
 import os
 import sys
 import time
-import types
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "data", "gpt"))
-try:
-    import safetensors.torch  # noqa: F401 (make_gpt_golden imports it; the model needs none)
-except ImportError:
-    sys.modules["safetensors"] = types.ModuleType("safetensors")
-    sys.modules["safetensors.torch"] = types.ModuleType("safetensors.torch")
-    sys.modules["safetensors"].torch = sys.modules["safetensors.torch"]
-from make_gpt_golden import GPT, GPTConfig  # noqa: E402
+sys.path.insert(0, HERE)
+# nanoGPT's model classes as bench/pytorch_gpt.py imports them (from make_gpt_golden.py).
+from pytorch_gpt import GPT, GPTConfig  # noqa: E402
 
 
 def main():

@@ -1,8 +1,9 @@
 // The inside of `lockstep train` (train.h), shared by its files: the option values a run
 // resolves, the Trainer that holds one run's state, and the checks its setup makes. The Trainer's
 // members are defined by concern: train_setup.cpp (setup), train_resume.cpp (--checkpoint-dir,
-// --resume), train_ranks.cpp (what ranks must agree on), train_epoch.cpp (the step loop) and
-// train.cpp (the run from epoch to epoch, run_train).
+// --resume), train_ranks.cpp (what ranks must agree on), train_epoch.cpp (the step loop),
+// train.cpp (the run from epoch to epoch, run_train), and for gpt: models train_text.cpp (text,
+// model, estimate_loss, metadata) and train_iters.cpp (the run from iteration to iteration).
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,10 @@
 // The fused CPU attention kernels (src/ops/batched_kernels.h): per batch·head slice, the scores
 // in one GEMM, the softmax rows in double, the weights kept in a per-task scratch block instead
 // of [B, H, L, S] autograd tensors, and the backward recomputing them from the saved
-// log-sum-exp. Slices are split over the intra-op team, every GEMM on one thread.
+// log-sum-exp. Slices are split over the intra-op team, every GEMM on one thread. The softmax's
+// exponentials: float32 on float_math.h's exp (≤ 1 ulp; straight-line code the compiler
+// vectorises, as PyTorch's CPU softmax evaluates a vectorised float exp), the max, sum and
+// log-sum-exp in double; float64 on the C library's exp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +13,7 @@
 #include "lockstep/core/parallel.h"
 #include "ops/batched_kernels.h"
 #include "ops/cpu/one_thread.h"
+#include "ops/float_math.h"
 
 namespace lockstep::kernels::cpu {
 
@@ -20,30 +24,38 @@ std::int64_t keys_of(std::int64_t i, std::int64_t s, bool causal) {
   return causal ? std::min(i + 1, s) : s;
 }
 
-// w[i, j] = exp(scores[i, j] − lse[i]) for the attended keys, 0 for the masked ones.
+inline float softmax_exp(float x) { return shared::exp_f(x); }
+inline double softmax_exp(double x) { return std::exp(x); }
+
+// w[i, j] = exp(T(scores[i, j] − lse[i])) for the attended keys, 0 for the masked ones.
 template <class T>
 void weights_from_lse(T* w, const double* lse, std::int64_t l, std::int64_t s, bool causal) {
   for (std::int64_t i = 0; i < l; ++i) {
     T* row = w + i * s;
     const std::int64_t n = keys_of(i, s, causal);
+    const double m = lse[i];
     for (std::int64_t j = 0; j < n; ++j)
-      row[j] = static_cast<T>(std::exp(static_cast<double>(row[j]) - lse[i]));
+      row[j] = softmax_exp(static_cast<T>(static_cast<double>(row[j]) - m));
     std::fill(row + n, row + s, T(0));
   }
 }
 
-// One slice's forward (batched_kernels.h); w: L·S scratch.
+// One slice's forward (batched_kernels.h); w: L·S + S scratch (the last S: one row's
+// exponentials, summed in order after a loop that vectorises).
 template <class T>
 void forward_slice(std::int64_t l, std::int64_t s, std::int64_t e, std::int64_t ev, const T* q,
                    const T* k, const T* v, double scale, bool causal, T* out, double* lse, T* w) {
   gemm<T>(false, true, l, s, e, static_cast<T>(scale), q, e, k, e, T(0), w, s);
+  T* ex = w + l * s;
   for (std::int64_t i = 0; i < l; ++i) {
     const T* row = w + i * s;
     const std::int64_t n = keys_of(i, s, causal);
     double mx = -std::numeric_limits<double>::infinity();
     for (std::int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    for (std::int64_t j = 0; j < n; ++j)
+      ex[j] = softmax_exp(static_cast<T>(static_cast<double>(row[j]) - mx));
     double sum = 0;
-    for (std::int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(row[j]) - mx);
+    for (std::int64_t j = 0; j < n; ++j) sum += static_cast<double>(ex[j]);
     lse[i] = mx + std::log(sum);
   }
   weights_from_lse(w, lse, l, s, causal);
@@ -98,7 +110,7 @@ template <class T>
 void attention_forward(std::int64_t batch, std::int64_t l, std::int64_t s, std::int64_t e,
                        std::int64_t ev, const T* q, const T* k, const T* v, double scale,
                        bool causal, T* out, double* lse) {
-  for_slices<T>(batch, batch * l * s * (e + ev), l * s,
+  for_slices<T>(batch, batch * l * s * (e + ev), l * s + s,
                 [&](std::int64_t lo, std::int64_t hi, T* w) {
                   for (std::int64_t b = lo; b < hi; ++b)
                     forward_slice<T>(l, s, e, ev, q + b * l * e, k + b * s * e, v + b * s * ev,

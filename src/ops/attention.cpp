@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "lockstep/ops/autocast.h"
 #include "ops/batched_kernels.h"
@@ -48,40 +49,48 @@ Tensor causal_mask(std::int64_t l, std::int64_t s, const Tensor& like) {
   return like.device().is_cpu() ? mask : mask.to(like.device());
 }
 
-// The fused CPU kernel (kernels::cpu::attention_forward / _backward) with one autograd node;
-// q, k, v saved as they are (as matmul's inputs), the rows' log-sum-exp saved for backward.
-Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       double scale) {
-  const std::int64_t l = q.size(-2), e = q.size(-1), s = k.size(-2), ev = v.size(-1);
-  std::int64_t slices = 1;  // the leading dimensions (batch · heads)
-  for (int i = 0; i + 2 < q.dim(); ++i) slices *= q.size(i);
-  Shape out_shape = q.shape();
-  out_shape[q.dim() - 1] = ev;
-  Tensor out = empty(out_shape, q.options());
+// The fused CPU kernel (kernels::cpu::attention_forward / _backward) over `slices` slices with
+// one autograd node: q, k, v (possibly one tensor: qkv_attention's) saved as they are, the rows'
+// log-sum-exp saved for backward. `out` is allocated by the caller; the gradients are laid out
+// as their inputs (for a packed qkv, one [B, T, 3C] tensor holding gq, gk and gv).
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
+                       std::int64_t slices, std::int64_t l, std::int64_t s, std::int64_t e,
+                       std::int64_t ev, const kernels::cpu::AttentionLayouts& at, std::int64_t q_off,
+                       std::int64_t k_off, std::int64_t v_off, bool causal, double scale) {
   Tensor lse = empty({slices, l}, TensorOptions(kFloat64));
   detail::visit_float(q.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kernels::cpu::attention_forward<T>(slices, l, s, e, ev, q.data_ptr<T>(), k.data_ptr<T>(),
-                                       v.data_ptr<T>(), scale, causal, out.data_ptr<T>(),
-                                       lse.data_ptr<double>());
+    kernels::cpu::attention_forward<T>(slices, l, s, e, ev, at, q.data_ptr<T>() + q_off,
+                                       k.data_ptr<T>() + k_off, v.data_ptr<T>() + v_off, scale,
+                                       causal, out.data_ptr<T>(), lse.data_ptr<double>());
   });
-  if (autograd::needs_grad({&q, &k, &v}))
+  const bool packed = q.is_same(k) && q.is_same(v);
+  if (packed ? autograd::needs_grad({&q}) : autograd::needs_grad({&q, &k, &v}))
     autograd::record(
-        "ScaledDotProductAttentionBackward", out, {&q, &k, &v},
-        [q, k, v, lse, rq = q.requires_grad(), rk = k.requires_grad(), rv = v.requires_grad(),
-         slices, l, s, e, ev, causal, scale](const Tensor& g) {
-          Tensor gq = empty(q.shape(), q.options()), gk = empty(k.shape(), k.options()),
-                 gv = empty(v.shape(), v.options());
+        "ScaledDotProductAttentionBackward", out, packed ? std::vector<Tensor>{q} : std::vector<Tensor>{q, k, v},
+        [q, k, v, lse, packed, rq = q.requires_grad(), rk = k.requires_grad(),
+         rv = v.requires_grad(), slices, l, s, e, ev, at, q_off, k_off, v_off, causal,
+         scale](const Tensor& g) {
+          Tensor gq = empty(q.shape(), q.options());
+          Tensor gk = packed ? gq : empty(k.shape(), k.options());
+          Tensor gv = packed ? gq : empty(v.shape(), v.options());
           detail::visit_float(q.dtype(), [&](auto zero) {
             using T = decltype(zero);
             kernels::cpu::attention_backward<T>(
-                slices, l, s, e, ev, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
-                lse.data_ptr<double>(), g.data_ptr<T>(), scale, causal, gq.data_ptr<T>(),
-                gk.data_ptr<T>(), gv.data_ptr<T>());
+                slices, l, s, e, ev, at, q.data_ptr<T>() + q_off, k.data_ptr<T>() + k_off,
+                v.data_ptr<T>() + v_off, lse.data_ptr<double>(), g.data_ptr<T>(), scale, causal,
+                gq.data_ptr<T>() + q_off, gk.data_ptr<T>() + k_off, gv.data_ptr<T>() + v_off);
           });
+          if (packed) return std::vector<Tensor>{gq};
           return std::vector<Tensor>{rq ? gq : Tensor(), rk ? gk : Tensor(), rv ? gv : Tensor()};
         });
   return out;
+}
+
+// The fast path applies: the CPU in the fast kernel mode, no dropout, no autocast.
+bool fused_applies(const Tensor& t, double dropout_p) {
+  return t.device().is_cpu() && dropout_p == 0.0 && !kernels::dispatch::reference() &&
+         !is_autocast_enabled();
 }
 
 }  // namespace
@@ -95,14 +104,48 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   // The fused kernel on the CPU in the fast kernel mode; the composition in the reference mode
   // (its oracle), on a GPU, with dropout, and under autocast (whose bf16 GEMMs it keeps).
-  if (q.device().is_cpu() && dropout_p == 0.0 && !kernels::dispatch::reference() &&
-      !is_autocast_enabled())
-    return fused_attention(q, k, v, is_causal, s);
+  if (fused_applies(q, dropout_p)) {
+    const std::int64_t l = q.size(-2), e = q.size(-1), sk = k.size(-2), ev = v.size(-1);
+    std::int64_t slices = 1;  // the leading dimensions (batch · heads)
+    for (int i = 0; i + 2 < q.dim(); ++i) slices *= q.size(i);
+    Shape out_shape = q.shape();
+    out_shape[q.dim() - 1] = ev;
+    const kernels::cpu::AttentionLayouts at{
+        kernels::cpu::contiguous_slices(l, e), kernels::cpu::contiguous_slices(sk, e),
+        kernels::cpu::contiguous_slices(sk, ev), kernels::cpu::contiguous_slices(l, ev)};
+    return fused_attention(q, k, v, empty(out_shape, q.options()), slices, l, sk, e, ev, at, 0, 0,
+                           0, is_causal, s);
+  }
   Tensor scores = mul(matmul(q, transpose(k, -2, -1)), s);
   if (is_causal) scores = add(scores, causal_mask(q.size(-2), k.size(-2), q));
   Tensor weights = softmax(scores, -1);
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, /*training=*/true);
   return matmul(weights, v);
+}
+
+Tensor qkv_attention(const Tensor& qkv, std::int64_t n_head, bool is_causal, double dropout_p) {
+  if (n_head < 1)
+    throw ValueError("qkv_attention: n_head must be positive, got " + std::to_string(n_head));
+  if (qkv.dim() != 3 || qkv.size(2) % (3 * n_head) != 0)
+    throw ShapeError("qkv_attention: expected qkv [B, T, 3·C] with C divisible by n_head=" +
+                     std::to_string(n_head) + ", got " + qkv.shape().str());
+  if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
+    throw ValueError("qkv_attention: dropout_p must be in [0, 1], got " +
+                     std::to_string(dropout_p));
+  detail::check_floating("qkv_attention", qkv);
+  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
+  if (!fused_applies(qkv, dropout_p)) {  // nanoGPT's own lines (model.py)
+    const std::vector<Tensor> parts = split(qkv, C, 2);
+    auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, n_head, hs}), 1, 2); };
+    const Tensor y = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]),
+                                                  heads(parts[2]), is_causal, dropout_p);
+    return reshape(transpose(y, 1, 2), {B, T, C});
+  }
+  // Head h of q, k, v: columns h·hs, C + h·hs, 2C + h·hs of c_attn's rows; of the output:
+  // columns h·hs of [B, T, C].
+  const kernels::cpu::SliceLayout in{n_head, T * 3 * C, hs, 3 * C}, out{n_head, T * C, hs, C};
+  return fused_attention(qkv, qkv, qkv, empty({B, T, C}, qkv.options()), B * n_head, T, T, hs, hs,
+                         {in, in, in, out}, 0, C, 2 * C, is_causal, 1.0 / std::sqrt(double(hs)));
 }
 
 }  // namespace lockstep

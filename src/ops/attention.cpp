@@ -1,6 +1,7 @@
-// scaled_dot_product_attention (lockstep/ops/attention.h): on the CPU the fused kernel
-// (src/ops/cpu/attention.cpp, one autograd node); otherwise, and in the reference kernel mode, a
-// composition of differentiable ops — the fused kernel's oracle: scores = (q · kᵀ) · scale, plus
+// scaled_dot_product_attention and qkv_attention (lockstep/ops/attention.h): a fused kernel with
+// one autograd node — on the CPU src/ops/cpu/attention.cpp, on a GPU the per-row kernels of
+// src/ops/cuda/attention.cu; with dropout, under autocast and in the reference kernel mode a
+// composition of differentiable ops — the fused kernels' oracle: scores = (q · kᵀ) · scale, plus
 // an additive 0 / −inf causal mask, softmax along the last dimension, dropout, then · v.
 // Autograd runs through each op (softmax's backward gives exactly 0 at the masked positions).
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "lockstep/ops/autocast.h"
 #include "ops/batched_kernels.h"
+#include "ops/cuda_attention_ops.h"
 #include "ops/op_utils.h"
 
 namespace lockstep {
@@ -49,37 +51,66 @@ Tensor causal_mask(std::int64_t l, std::int64_t s, const Tensor& like) {
   return like.device().is_cpu() ? mask : mask.to(like.device());
 }
 
-// The fused CPU kernel (kernels::cpu::attention_forward / _backward) over `slices` slices with
-// one autograd node: q, k, v (possibly one tensor: qkv_attention's) saved as they are, the rows'
-// log-sum-exp saved for backward. `out` is allocated by the caller; the gradients are laid out
-// as their inputs (for a packed qkv, one [B, T, 3C] tensor holding gq, gk and gv).
+// The fused kernels over `slices` slices with one autograd node — on the CPU
+// kernels::cpu::attention_forward / _backward (src/ops/cpu/attention.cpp), on a GPU the per-row
+// kernels of src/ops/cuda/attention.cu: q, k, v (possibly one tensor: qkv_attention's) saved as
+// they are, the rows' log-sum-exp saved for backward. `out` is allocated by the caller; the
+// gradients are laid out as their inputs (for a packed qkv, one [B, T, 3C] tensor holding gq,
+// gk and gv).
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor out,
                        std::int64_t slices, std::int64_t l, std::int64_t s, std::int64_t e,
                        std::int64_t ev, const kernels::cpu::AttentionLayouts& at, std::int64_t q_off,
                        std::int64_t k_off, std::int64_t v_off, bool causal, double scale) {
-  Tensor lse = empty({slices, l}, TensorOptions(kFloat64));
+  const TensorOptions dbl = TensorOptions(kFloat64).device(q.device());
+  Tensor lse = empty({slices, l}, dbl);
+  // The kernels' arguments; the gradients' pointers and D's scratch added by the backward.
+  auto args = [=](auto zero, const Tensor& lse_t) {
+    using T = decltype(zero);
+    kernels::shared::AttnArgs<T> a;
+    a.batch = slices, a.l = l, a.s = s, a.e = e, a.ev = ev, a.causal = causal, a.scale = scale;
+    a.at = at;
+    a.q = q.device_data_ptr<T>() + q_off;
+    a.k = k.device_data_ptr<T>() + k_off;
+    a.v = v.device_data_ptr<T>() + v_off;
+    a.lse = lse_t.device_data_ptr<double>();
+    return a;
+  };
   detail::visit_float(q.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kernels::cpu::attention_forward<T>(slices, l, s, e, ev, at, q.data_ptr<T>() + q_off,
-                                       k.data_ptr<T>() + k_off, v.data_ptr<T>() + v_off, scale,
-                                       causal, out.data_ptr<T>(), lse.data_ptr<double>());
+    auto a = args(zero, lse);
+    a.out = out.device_data_ptr<T>();
+    if (q.device().is_cuda())
+      cuda_attention::attention_forward<T>(a, q.device().index);
+    else
+      kernels::cpu::attention_forward<T>(slices, l, s, e, ev, at, a.q, a.k, a.v, scale, causal,
+                                         a.out, a.lse);
   });
   const bool packed = q.is_same(k) && q.is_same(v);
   if (packed ? autograd::needs_grad({&q}) : autograd::needs_grad({&q, &k, &v}))
     autograd::record(
-        "ScaledDotProductAttentionBackward", out, packed ? std::vector<Tensor>{q} : std::vector<Tensor>{q, k, v},
+        "ScaledDotProductAttentionBackward", out,
+        packed ? std::vector<Tensor>{q} : std::vector<Tensor>{q, k, v},
         [q, k, v, lse, packed, rq = q.requires_grad(), rk = k.requires_grad(),
-         rv = v.requires_grad(), slices, l, s, e, ev, at, q_off, k_off, v_off, causal,
-         scale](const Tensor& g) {
+         rv = v.requires_grad(), args, q_off, k_off, v_off, dbl](const Tensor& g) {
           Tensor gq = empty(q.shape(), q.options());
           Tensor gk = packed ? gq : empty(k.shape(), k.options());
           Tensor gv = packed ? gq : empty(v.shape(), v.options());
           detail::visit_float(q.dtype(), [&](auto zero) {
             using T = decltype(zero);
-            kernels::cpu::attention_backward<T>(
-                slices, l, s, e, ev, at, q.data_ptr<T>() + q_off, k.data_ptr<T>() + k_off,
-                v.data_ptr<T>() + v_off, lse.data_ptr<double>(), g.data_ptr<T>(), scale, causal,
-                gq.data_ptr<T>() + q_off, gk.data_ptr<T>() + k_off, gv.data_ptr<T>() + v_off);
+            auto a = args(zero, lse);
+            a.gout = g.device_data_ptr<T>();
+            a.gq = gq.device_data_ptr<T>() + q_off;
+            a.gk = gk.device_data_ptr<T>() + k_off;
+            a.gv = gv.device_data_ptr<T>() + v_off;
+            if (q.device().is_cuda()) {
+              Tensor d = empty({a.batch, a.l}, dbl);
+              a.d = d.device_data_ptr<double>();
+              cuda_attention::attention_backward<T>(a, q.device().index);
+            } else {
+              kernels::cpu::attention_backward<T>(a.batch, a.l, a.s, a.e, a.ev, a.at, a.q, a.k,
+                                                  a.v, a.lse, a.gout, a.scale, a.causal, a.gq,
+                                                  a.gk, a.gv);
+            }
           });
           if (packed) return std::vector<Tensor>{gq};
           return std::vector<Tensor>{rq ? gq : Tensor(), rk ? gk : Tensor(), rv ? gv : Tensor()};
@@ -87,10 +118,9 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
   return out;
 }
 
-// The fast path applies: the CPU in the fast kernel mode, no dropout, no autocast.
-bool fused_applies(const Tensor& t, double dropout_p) {
-  return t.device().is_cpu() && dropout_p == 0.0 && !kernels::dispatch::reference() &&
-         !is_autocast_enabled();
+// The fused kernels apply: the fast kernel mode, no dropout, no autocast (on the CPU or a GPU).
+bool fused_applies(double dropout_p) {
+  return dropout_p == 0.0 && !kernels::dispatch::reference() && !is_autocast_enabled();
 }
 
 }  // namespace
@@ -104,7 +134,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   // The fused kernel on the CPU in the fast kernel mode; the composition in the reference mode
   // (its oracle), on a GPU, with dropout, and under autocast (whose bf16 GEMMs it keeps).
-  if (fused_applies(q, dropout_p)) {
+  if (fused_applies(dropout_p)) {
     const std::int64_t l = q.size(-2), e = q.size(-1), sk = k.size(-2), ev = v.size(-1);
     std::int64_t slices = 1;  // the leading dimensions (batch · heads)
     for (int i = 0; i + 2 < q.dim(); ++i) slices *= q.size(i);
@@ -134,7 +164,7 @@ Tensor qkv_attention(const Tensor& qkv, std::int64_t n_head, bool is_causal, dou
                      std::to_string(dropout_p));
   detail::check_floating("qkv_attention", qkv);
   const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
-  if (!fused_applies(qkv, dropout_p)) {  // nanoGPT's own lines (model.py)
+  if (!fused_applies(dropout_p)) {  // nanoGPT's own lines (model.py)
     const std::vector<Tensor> parts = split(qkv, C, 2);
     auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, n_head, hs}), 1, 2); };
     const Tensor y = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]),

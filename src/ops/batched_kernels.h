@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "ops/attention_bodies.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels {
@@ -72,24 +73,10 @@ Tensor matmul_batched(const Tensor& a, const Tensor& b, bool bf16);
 
 namespace lockstep::kernels::cpu {
 
-/// Where the rows of each attention slice lie in one operand: slice b (< batch) is (n, h) =
-/// (b / heads, b % heads), and its row i starts n·batch_stride + h·head_stride + i·row_stride
-/// elements after the operand's base (its elements in a row contiguous). Contiguous
-/// [batch, R, W] matrices are contiguous_slices(R, W); nanoGPT's c_attn output [B, T, 3·C] holds
-/// head h of q (k, v) at column h·hs (C + h·hs, 2·C + h·hs): {n_head, T·3C, hs, 3C}.
-struct SliceLayout {
-  std::int64_t heads = 1, batch_stride = 0, head_stride = 0, row_stride = 0;
-  std::int64_t offset(std::int64_t b) const {
-    return b / heads * batch_stride + b % heads * head_stride;
-  }
-};
-inline SliceLayout contiguous_slices(std::int64_t rows, std::int64_t width) {
-  return {1, rows * width, 0, width};
-}
-/// The layouts of q (and gq), k (gk), v (gv) and out (gout).
-struct AttentionLayouts {
-  SliceLayout q, k, v, out;
-};
+// The operand layouts of the fused attention (src/ops/attention_bodies.h).
+using shared::AttentionLayouts;
+using shared::contiguous_slices;
+using shared::SliceLayout;
 
 /// Fused scaled dot-product attention of `batch` independent slices (one per batch·head), the
 /// fast path of scaled_dot_product_attention (CPU, no dropout, no autocast): slice b's q [L, E],

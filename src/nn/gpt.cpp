@@ -77,15 +77,11 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
     throw ShapeError("CausalSelfAttention(n_embd=" + std::to_string(C) + ", n_head=" +
                      std::to_string(nh) + "): expected input [B, T, " + std::to_string(C) +
                      "], got " + x.shape().str());
-  const std::int64_t B = x.size(0), T = x.size(1), hs = C / nh;
-  // q, k, v for all heads in a batch, the head moved forward to be a batch dim: [B, nh, T, hs].
-  const std::vector<Tensor> qkv = split(c_attn->forward(x), C, 2);
-  auto heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, nh, hs}), 1, 2); };
-  const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                                /*is_causal=*/true,
-                                                is_training() ? config.dropout : 0.0);
-  // Re-assemble the heads side by side, then the output projection.
-  return resid_dropout->forward(c_proj->forward(reshape(transpose(y, 1, 2), {B, T, C})));
+  // q, k, v for all heads (split, each head a batch dim), causal attention, the heads re-assembled
+  // side by side — nanoGPT's lines, which qkv_attention runs (on the CPU without their copies).
+  const Tensor y = qkv_attention(c_attn->forward(x), nh, /*is_causal=*/true,
+                                 is_training() ? config.dropout : 0.0);
+  return resid_dropout->forward(c_proj->forward(y));
 }
 
 MLP::MLP(const GPTConfig& c) : config(c) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "ops/attention_bodies.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels {
@@ -72,25 +73,34 @@ Tensor matmul_batched(const Tensor& a, const Tensor& b, bool bf16);
 
 namespace lockstep::kernels::cpu {
 
+// The operand layouts of the fused attention (src/ops/attention_bodies.h).
+using shared::AttentionLayouts;
+using shared::contiguous_slices;
+using shared::SliceLayout;
+
 /// Fused scaled dot-product attention of `batch` independent slices (one per batch·head), the
-/// fast path of scaled_dot_product_attention (CPU, no dropout, no autocast): q [batch, L, E],
-/// k [batch, S, E], v [batch, S, Ev], out [batch, L, Ev] contiguous; lse [batch, L] receives
-/// each query row's log Σ exp(scores) in double, from which the backward recomputes the
-/// weights. Per slice: scores = scale·q·kᵀ in one cpu::gemm (alpha = scale), each row's softmax
-/// as softmax_line's (max and Σ exp in double; causal row i stops at key min(i + 1, S), the rest
-/// of the row is 0), out = weights·v in one GEMM; the weights live in a per-task scratch block,
-/// not in [B, H, L, S] autograd tensors. The slices are split over the calling thread's team,
-/// each slice's GEMMs on one thread (as gemm_batched: no bit depends on the team).
+/// fast path of scaled_dot_product_attention (CPU, no dropout, no autocast): slice b's q [L, E],
+/// k [S, E], v [S, Ev] and out [L, Ev] where `at` places them (contiguous [batch, ·, ·] for
+/// scaled_dot_product_attention, strided views of c_attn's [B, T, 3C] output and a [B, T, C]
+/// output for qkv_attention); lse [batch, L] receives each query row's log Σ exp(scores) in
+/// double, from which the backward recomputes the weights. Per slice: scores = scale·q·kᵀ in one
+/// cpu::gemm (alpha = scale; the row strides as leading dimensions), each row's softmax (max and
+/// Σ exp in double, float32's exponentials on float_math.h's exp; causal row i stops at key
+/// min(i + 1, S), the rest of the row is 0), out = weights·v in one GEMM; the weights live in a
+/// per-task scratch block, not in [B, H, L, S] autograd tensors. The slices are split over the
+/// calling thread's team, each slice's GEMMs on one thread (as gemm_batched: no bit depends on
+/// the team).
 template <class T>
 void attention_forward(std::int64_t batch, std::int64_t l, std::int64_t s, std::int64_t e,
-                       std::int64_t ev, const T* q, const T* k, const T* v, double scale,
-                       bool causal, T* out, double* lse);
+                       std::int64_t ev, const AttentionLayouts& at, const T* q, const T* k,
+                       const T* v, double scale, bool causal, T* out, double* lse);
 /// Its backward, the weights w recomputed from lse: gv = wᵀ·gout, dw = gout·vᵀ,
 /// ds = w ⊙ (dw − Σ_j w·dw) (the row sum in double), gq = scale·ds·k, gk = scale·dsᵀ·q, each
-/// product one GEMM.
+/// product one GEMM; gq, gk, gv laid out as q, k, v (every element written).
 template <class T>
 void attention_backward(std::int64_t batch, std::int64_t l, std::int64_t s, std::int64_t e,
-                        std::int64_t ev, const T* q, const T* k, const T* v, const double* lse,
-                        const T* gout, double scale, bool causal, T* gq, T* gk, T* gv);
+                        std::int64_t ev, const AttentionLayouts& at, const T* q, const T* k,
+                        const T* v, const double* lse, const T* gout, double scale, bool causal,
+                        T* gq, T* gk, T* gv);
 
 }  // namespace lockstep::kernels::cpu

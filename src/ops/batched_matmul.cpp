@@ -1,7 +1,8 @@
 // matmul over leading batch dimensions (torch.matmul for [..., M, K] x [..., K, N]): one GEMM per
 // batch index through kernels::dispatch::gemm_batched on the CPU (src/ops/batched_kernels.h), one
-// cuda_ops::gemm2d per batch index on a GPU; backward by the same batched GEMM with a transposed
-// operand, summed over the batch for a broadcast operand.
+// strided-batched cuBLAS call on a GPU (one cuda_ops::gemm2d per batch index under autocast);
+// backward by the same batched GEMM with a transposed operand, summed over the batch for a
+// broadcast operand.
 #include <algorithm>
 #include <string>
 
@@ -67,9 +68,13 @@ Tensor gemm_batched(const Tensor& a, bool ta, std::int64_t stride_a, const Tenso
                     std::int64_t stride_b, std::int64_t count, std::int64_t m, std::int64_t n,
                     std::int64_t k, const Shape& out, bool bf16) {
   Tensor c = empty(out, a.options());
+  if (a.device().is_cuda() && !bf16) {
+    // One cublas{S,D}gemmStridedBatched call for the whole batch.
+    cuda_ops::gemm_batched(a, ta, stride_a, b, tb, stride_b, count, m, n, k, c);
+    return c;
+  }
   if (a.device().is_cuda()) {
-    // One cuBLAS GEMM per batch index on 2-d views (cublasGemmStridedBatchedEx would be one
-    // launch: not used yet).
+    // Autocast: one bf16 cuBLAS GEMM per batch index on 2-d views (gemm2d's casts and rounding).
     const Shape sa = ta ? Shape{k, m} : Shape{m, k}, sb = tb ? Shape{n, k} : Shape{k, n};
     for (std::int64_t i = 0; i < count; ++i)
       cuda_ops::gemm2d(alias(a, a.impl().offset + i * stride_a, sa), ta,

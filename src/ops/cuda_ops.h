@@ -53,6 +53,12 @@ void tree_sum_rows(const Tensor& slots);
 /// a and b cast to bf16, kernels::cuda::gemm_bf16, c rounded to bf16 once.
 void gemm2d(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             bool bf16 = false);
+/// c (count·m·n contiguous elements) = op(A_i) op(B_i), i < count, in one cuBLAS call
+/// (kernels::cuda::gemm_strided_batched): A_i starts stride_a elements after A_{i−1} in a, B_i
+/// stride_b after B_{i−1} in b (0: one matrix for every i), float32 or float64.
+void gemm_batched(const Tensor& a, bool trans_a, std::int64_t stride_a, const Tensor& b,
+                  bool trans_b, std::int64_t stride_b, std::int64_t count, std::int64_t m,
+                  std::int64_t n, std::int64_t k, const Tensor& c);
 /// y[rows, out] = x[rows, in] · w[out, in]ᵀ + bias (bias may be undefined). bf16 (float32
 /// only): x, w and bias rounded to bf16, the fp32 sum rounded to bf16 once.
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,

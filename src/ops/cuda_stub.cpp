@@ -21,6 +21,10 @@ void sum_all(const Tensor&, double, const Tensor&) { not_built("sum"); }
 void bias_grad(const Tensor&, const Tensor&) { not_built("bias_grad"); }
 void tree_sum_rows(const Tensor&) { not_built("tree_sum_rows"); }
 void gemm2d(const Tensor&, bool, const Tensor&, bool, const Tensor&, bool) { not_built("gemm"); }
+void gemm_batched(const Tensor&, bool, std::int64_t, const Tensor&, bool, std::int64_t,
+                  std::int64_t, std::int64_t, std::int64_t, std::int64_t, const Tensor&) {
+  not_built("matmul");
+}
 void linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, std::int64_t, std::int64_t,
             std::int64_t, bool) {
   not_built("linear");

@@ -6,7 +6,8 @@
 //     src/ops/strided_plan.h, walked by strided_offsets / reduce_sum_one;
 //   - the elementwise formulas of exp, log, sqrt, pow, sigmoid, gelu (exact and tanh) and their
 //     backward (the CPU ops' expressions of src/ops/elementwise.cpp, operation by operation; the
-//     tanh GELU's CPU op calls these bodies itself);
+//     GELU's CPU op calls these bodies itself; the exact GELU in float32 on float_math.h's
+//     library-free exp and Φ, the same bits on the GPU as on the CPU);
 //   - softmax / log_softmax of one line, max / argmax of one line along a dimension, and the
 //     order-independent accumulator of the whole-tensor max / argmax (src/ops/reduce.cpp).
 // Arithmetic goes through optim::rules::add/sub/mul/div (round-to-nearest intrinsics on the GPU,
@@ -19,8 +20,10 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/wrapping.h"
+#include "ops/float_math.h"
 #include "ops/update_rules.h"
 
 namespace lockstep::kernels::shared {
@@ -135,11 +138,17 @@ template <class T>
 LOCKSTEP_HOST_DEVICE inline T sigmoid_fwd(T x) {
   return r::div(T(1), r::add(T(1), m_exp(-x)));
 }
-/// x·Φ(x) = 0.5·x·(1 + erf(x/√2)) in double (torch gelu, approximate='none'), rounded to T.
+/// x·Φ(x), Φ(x) = 0.5·(1 + erf(x/√2)) (torch gelu, approximate='none'): float32 in float with
+/// float_math.h's Φ (straight-line code: the CPU loop vectorises, as PyTorch's CPU kernel
+/// evaluates a vectorised float erf); float64 in double with the C library's erf.
 template <class T>
 LOCKSTEP_HOST_DEVICE inline T gelu_fwd(T x) {
-  const double xd = static_cast<double>(x);
-  return static_cast<T>(r::mul(r::mul(0.5, xd), r::add(1.0, m_erf(r::mul(xd, kInvSqrt2)))));
+  if constexpr (std::is_same_v<T, float>) {
+    return r::mul(x, normal_cdf_f(x));
+  } else {
+    const double xd = static_cast<double>(x);
+    return static_cast<T>(r::mul(r::mul(0.5, xd), r::add(1.0, m_erf(r::mul(xd, kInvSqrt2)))));
+  }
 }
 
 /// The tanh GELU 0.5·x·(1 + tanh(β·(x + κ·x³))) (torch gelu, approximate='tanh'; PyTorch's
@@ -171,14 +180,21 @@ template <class T>
 LOCKSTEP_HOST_DEVICE inline T sigmoid_bwd(T g, T y) {
   return r::mul(r::mul(g, y), r::sub(T(1), y));
 }
-/// g·(Φ(x) + x·φ(x)) in double: Φ = 0.5·(1 + erf(x/√2)), φ = exp(−x²/2)·0.5·(1/√π)·√2.
+/// g·(Φ(x) + x·φ(x)), φ(x) = exp(−x²/2)/√(2π): float32 in float (float_math.h's Φ and exp, as
+/// PyTorch's CPU GeluBackward: φ = exp((−0.5·x)·x)·β); float64 in double with the C library,
+/// φ = exp(−x²/2)·0.5·(1/√π)·√2.
 template <class T>
 LOCKSTEP_HOST_DEVICE inline T gelu_bwd(T g, T x) {
-  const double xd = static_cast<double>(x);
-  const double cdf = r::mul(0.5, r::add(1.0, m_erf(r::mul(xd, kInvSqrt2))));
-  const double pdf =
-      r::mul(r::mul(r::mul(m_exp(r::mul(r::mul(-0.5, xd), xd)), 0.5), kInvSqrtPi), kSqrt2);
-  return static_cast<T>(r::mul(static_cast<double>(g), r::add(cdf, r::mul(xd, pdf))));
+  if constexpr (std::is_same_v<T, float>) {
+    const float pdf = r::mul(exp_f(r::mul(r::mul(-0.5f, x), x)), 0.398942292f);
+    return r::mul(g, r::add(normal_cdf_f(x), r::mul(x, pdf)));
+  } else {
+    const double xd = static_cast<double>(x);
+    const double cdf = r::mul(0.5, r::add(1.0, m_erf(r::mul(xd, kInvSqrt2))));
+    const double pdf =
+        r::mul(r::mul(r::mul(m_exp(r::mul(r::mul(-0.5, xd), xd)), 0.5), kInvSqrtPi), kSqrt2);
+    return static_cast<T>(r::mul(static_cast<double>(g), r::add(cdf, r::mul(xd, pdf))));
+  }
 }
 
 /// The tanh GELU's derivative times g in double, as PyTorch's GeluBackward (tanh branch):

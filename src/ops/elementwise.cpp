@@ -121,6 +121,20 @@ Tensor map2(const Tensor& x, const Tensor& y, F f) {
   return out;
 }
 
+// out = f over the contiguous float32 CPU tensors x and y (same shape), range by range as map2:
+// f(x, y, out, n) is a loop of src/ops/cpu/ (each element alone, so the same bits for any split).
+template <class F>
+Tensor map_f32(const Tensor& x, const Tensor& y, F f) {
+  Tensor out = empty(x.shape(), x.options());
+  const float* px = x.data_ptr<float>();
+  const float* py = y.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for_ranges(x.numel(), [&](std::int64_t lo, std::int64_t hi) {
+    f(px + lo, py + lo, po + lo, hi - lo);
+  });
+  return out;
+}
+
 // f(x) elementwise: on a GPU the kernel of `op` (param: pow's exponent), whose formula is f's
 // (src/ops/device_ops.h); on the CPU map1.
 template <class F>
@@ -400,16 +414,24 @@ Tensor gelu(const Tensor& a) { return gelu(a, "none"); }
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (approximate != "none" && approximate != "tanh")
     throw ValueError("gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
-  // The bodies of src/ops/device_ops.h themselves (in double, rounded once), which the CUDA kernel
-  // runs too: x·Φ(x), Φ(x) = (1 + erf(x/√2))/2 (Hendrycks & Gimpel 2016; torch's
-  // approximate='none'), or PyTorch's tanh expression operation by operation.
+  // The bodies of src/ops/device_ops.h themselves, which the CUDA kernel runs too: x·Φ(x),
+  // Φ(x) = (1 + erf(x/√2))/2 (Hendrycks & Gimpel 2016; torch's approximate='none'; float32 in
+  // float on float_math.h's Φ and exp, float64 in double with the C library's erf), or
+  // PyTorch's tanh expression operation by operation (in double, rounded once). The exact form
+  // in float32 on the CPU runs the vectorised loops of src/ops/cpu/gelu.cpp (the same bits).
   const bool tanh = approximate == "tanh";
   const auto op = tanh ? cuda_ops::MathOp::GeluTanh : cuda_ops::MathOp::Gelu;
-  Tensor out = unary("gelu", op, 0, a, [tanh](auto x) {
-    return tanh ? kernels::shared::gelu_tanh_fwd(x) : kernels::shared::gelu_fwd(x);
-  });
+  const bool vectorised = !tanh && a.defined() && a.device().is_cpu() && a.dtype() == kFloat32;
+  Tensor out = vectorised ? map_f32(a, a, [](const float* x, const float*, float* y,
+                                            std::int64_t n) { kernels::cpu::gelu_f32(x, y, n); })
+                          : unary("gelu", op, 0, a, [tanh](auto x) {
+                              return tanh ? kernels::shared::gelu_tanh_fwd(x)
+                                          : kernels::shared::gelu_fwd(x);
+                            });
   if (needs_grad({&a}))
-    record("GeluBackward", out, {&a}, [a = a.detach(), op, tanh](const Tensor& g) {
+    record("GeluBackward", out, {&a}, [a = a.detach(), op, tanh, vectorised](const Tensor& g) {
+      if (vectorised)
+        return std::vector<Tensor>{map_f32(g, a, kernels::cpu::gelu_backward_f32)};
       return std::vector<Tensor>{unary_backward(op, 0, g, a, [tanh](auto gi, auto x) {
         return tanh ? kernels::shared::gelu_tanh_bwd(gi, x) : kernels::shared::gelu_bwd(gi, x);
       })};

@@ -65,6 +65,10 @@ void sum_to(const Tensor& in, Tensor& out);
 template <class T>
 void cross_entropy(const T* logits, const std::int64_t* target, std::int64_t n, std::int64_t c,
                    std::int64_t ignore_index, double* loss_sum, std::int64_t* count, T* prob_out);
+/// The exact GELU of n contiguous floats (src/ops/cpu/gelu.cpp): y = gelu(x), and its backward
+/// gi = g·gelu'(x); the bits of kernels::shared::gelu_fwd / gelu_bwd, vectorised.
+void gelu_f32(const float* x, float* y, std::int64_t n);
+void gelu_backward_f32(const float* g, const float* x, float* gi, std::int64_t n);
 }  // namespace cpu
 
 namespace dispatch {

@@ -249,7 +249,8 @@ std::vector<OpCase> op_cases() {
                false,
                kBoth});
   // ---- nanoGPT's attention ops (issue 19): batched matmul, transpose / permute, split, the
-  // tanh GELU and scaled_dot_product_attention's composition ----
+  // tanh GELU, scaled_dot_product_attention and qkv_attention (the fused CUDA kernel of
+  // src/ops/cuda/attention.cu) ----
   c.push_back({"gelu_tanh", singles(), [](V in, Device) { return gelu(in[0], "tanh"); }, false,
                kBoth});
   c.push_back({"matmul_batched",
@@ -291,6 +292,11 @@ std::vector<OpCase> op_cases() {
                  },
                  false,
                  kBoth});
+  c.push_back({"qkv_attention",
+               {{Shape{2, 5, 12}}, {Shape{1, 1, 6}}, {Shape{3, 4, 6}}},
+               [](V in, Device) { return qkv_attention(in[0], 2); },
+               false,
+               kBoth});
   return c;
 }
 

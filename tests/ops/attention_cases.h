@@ -112,6 +112,12 @@ std::vector<Case> cases() {
        [](const Inputs& x) {
          return scaled_dot_product_attention(x[0], x[1], x[2], true, 0.0, 0.7);
        }},
+      // qkv_attention on c_attn's packed [B, T, 3C] (fast: strided fused kernel; reference:
+      // nanoGPT's split / view / transpose lines)
+      {"sdpa_qkv", {{2, 5, 12}}, [](const Inputs& x) { return qkv_attention(x[0], 2); }},
+      {"sdpa_qkv_t1", {{2, 1, 6}}, [](const Inputs& x) { return qkv_attention(x[0], 2); }},
+      {"sdpa_qkv_hs1", {{1, 6, 9}}, [](const Inputs& x) { return qkv_attention(x[0], 3); }},
+      {"sdpa_qkv_full", {{2, 4, 12}}, [](const Inputs& x) { return qkv_attention(x[0], 1, false); }},
   };
 }
 
@@ -122,6 +128,7 @@ std::vector<Case> large_cases() {
       {"bmm_large", {{8, 64, 48}, {8, 48, 40}}, Matmul},
       {"bmm_large_b_2d", {{6, 64, 48}, {48, 40}}, Matmul},
       {"sdpa_large", {{2, 4, 64, 32}, {2, 4, 64, 32}, {2, 4, 64, 32}}, SdpaCausal},
+      {"sdpa_qkv_large", {{2, 64, 384}}, [](const Inputs& x) { return qkv_attention(x[0], 4); }},
   };
 }
 

@@ -314,6 +314,18 @@ TEST(AttentionOpsErrors, ScaledDotProductAttention) {
                              {"scaled_dot_product_attention", "dropout_p must be in [0, 1]"});
 }
 
+TEST(AttentionOpsErrors, QkvAttention) {
+  const Tensor qkv = zeros({2, 5, 12});
+  expect_error<ValueError>([&] { qkv_attention(qkv, 0); }, {"qkv_attention", "n_head", "got 0"});
+  expect_error<ShapeError>([&] { qkv_attention(zeros({2, 5, 10}), 2); },
+                           {"qkv_attention", "n_head=2", "[2, 5, 10]"});
+  expect_error<ShapeError>([&] { qkv_attention(zeros({5, 12}), 2); }, {"[B, T, 3·C]", "[5, 12]"});
+  expect_error<ValueError>([&] { qkv_attention(qkv, 2, true, 1.5); },
+                           {"qkv_attention", "dropout_p must be in [0, 1]"});
+  expect_error<DTypeError>([&] { qkv_attention(zeros({2, 5, 12}, kInt64), 2); },
+                           {"qkv_attention", "int64"});
+}
+
 
 }  // namespace
 }  // namespace lockstep::testing

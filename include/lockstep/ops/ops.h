@@ -50,6 +50,9 @@ Tensor relu(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 /// GELU, exact form x·Φ(x) = x/2·(1 + erf(x/√2)) (torch.nn.functional.gelu, approximate='none').
+/// float32 is computed in float (as PyTorch's CPU kernel; erf within 3 ulp, Φ's negative tail as
+/// erfc/2 so it keeps its relative accuracy; src/ops/float_math.h), vectorised on the CPU with
+/// the same bits as on a GPU; float64 in double with the C library's erf.
 Tensor gelu(const Tensor& a);
 /// torch.nn.functional.gelu(a, approximate=...): "none" is gelu(a) above, "tanh" the
 /// approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (PyTorch's formula and backward, in

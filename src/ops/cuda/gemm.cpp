@@ -71,6 +71,21 @@ cublasStatus_t call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
   return cublasDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+cublasStatus_t call_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const float* alpha, const float* a, int lda,
+                            long long sa, const float* b, int ldb, long long sb, const float* beta,
+                            float* c, int ldc, long long sc, int count) {
+  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                                   sc, count);
+}
+cublasStatus_t call_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const double* alpha, const double* a, int lda,
+                            long long sa, const double* b, int ldb, long long sb,
+                            const double* beta, double* c, int ldc, long long sc, int count) {
+  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                                   sc, count);
+}
+
 // The handle of exec.device bound to exec.stream, pointer mode host (alpha/beta are host
 // values). The caller holds a DeviceGuard for exec.device.
 cublasHandle_t bound_handle(Exec exec) {
@@ -142,6 +157,31 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
       call(h, op_b, op_a, d.n, d.m, d.k, &alpha, b, d.ldb, a, d.lda, &beta, c, d.ldc), exec.device,
       std::string(sizeof(T) == 4 ? "cublasSgemm" : "cublasDgemm") + " (" +
           shape_text(m, n, k, trans_a, trans_b) + ")");
+}
+
+template <class T>
+void gemm_strided_batched(bool trans_a, bool trans_b, std::int64_t batch, std::int64_t m,
+                          std::int64_t n, std::int64_t k, const T* a, std::int64_t stride_a,
+                          const T* b, std::int64_t stride_b, T* c, Exec exec) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  ::lockstep::cuda::DeviceGuard guard(exec.device);
+  // Contiguous matrices: the row strides of op(A) [m, k] / A [k, m], op(B) and C.
+  const IntDims d = int_dims(m, n, k, trans_a ? m : k, trans_b ? k : n, n);
+  const int count = to_int(batch, "batch");
+  if (k == 0) {  // every C_i = 0: one block of batch·m rows
+    zero_rows(c, int_dims(batch * m, n, 0, 1, 1, n), exec, "gemm_strided_batched");
+    return;
+  }
+  cublasHandle_t h = bound_handle(exec);
+  const T alpha = T(1), beta = T(0);
+  // The row-major = transposed column-major swap of gemm, with each operand's batch stride.
+  LOCKSTEP_CUBLAS_CHECK(
+      call_batched(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   d.n, d.m, d.k, &alpha, b, d.ldb, stride_b, a, d.lda, stride_a, &beta, c, d.ldc,
+                   static_cast<long long>(m * n), count),
+      exec.device,
+      std::string(sizeof(T) == 4 ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched") +
+          " (batch " + std::to_string(batch) + ", " + shape_text(m, n, k, trans_a, trans_b) + ")");
 }
 
 void gemm_bf16_operands(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -345,5 +385,11 @@ template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, 
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double,
                            const double*, std::int64_t, const double*, std::int64_t, double,
                            double*, std::int64_t, Exec);
+template void gemm_strided_batched<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t,
+                                          std::int64_t, const float*, std::int64_t, const float*,
+                                          std::int64_t, float*, Exec);
+template void gemm_strided_batched<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t,
+                                           std::int64_t, const double*, std::int64_t,
+                                           const double*, std::int64_t, double*, Exec);
 
 }  // namespace lockstep::kernels::cuda

@@ -41,6 +41,17 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc, Exec exec);
 
+/// C_i = op(A_i) op(B_i), i < batch, in ONE cuBLAS call (cublasSgemmStridedBatched /
+/// cublasDgemmStridedBatched), the kernels::ref::gemm_batched contract of
+/// src/ops/batched_kernels.h: contiguous row-major matrices, A_i = a + i·stride_a ([m, k], or
+/// [k, m] when trans_a), B_i = b + i·stride_b ([k, n], or [n, k]), C_i = c + i·m·n; a stride of
+/// 0 repeats one matrix (a broadcast operand); C not read (k == 0: zeros). ValueError when a
+/// size exceeds INT32_MAX; CublasError naming the call and the shape.
+template <class T>
+void gemm_strided_batched(bool trans_a, bool trans_b, std::int64_t batch, std::int64_t m,
+                          std::int64_t n, std::int64_t k, const T* a, std::int64_t stride_a,
+                          const T* b, std::int64_t stride_b, T* c, Exec exec);
+
 /// Linear's forward in ONE cuBLASLt call with a fused epilogue: y[r, j] = Σ_k x[r, k]·w[j, k] +
 /// bias[j], and with `relu` then max(·, 0) (CUBLASLT_EPILOGUE_BIAS / CUBLASLT_EPILOGUE_RELU_BIAS;
 /// cuBLASLt API reference, "cublasLtEpilogue_t"), for x [rows, in], w [out, in], bias [out],

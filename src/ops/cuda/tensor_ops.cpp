@@ -210,6 +210,16 @@ void gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
   });
 }
 
+void gemm_batched(const Tensor& a, bool ta, std::int64_t stride_a, const Tensor& b, bool tb,
+                  std::int64_t stride_b, std::int64_t count, std::int64_t m, std::int64_t n,
+                  std::int64_t k, const Tensor& c) {
+  detail::visit_float(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    kc::gemm_strided_batched<T>(ta, tb, count, m, n, k, ptr<T>(a), stride_a, ptr<T>(b), stride_b,
+                                ptr<T>(c), exec_of(a));
+  });
+}
+
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
             std::int64_t rows, std::int64_t in, std::int64_t out, bool bf16) {
   const auto exec = exec_of(x);

@@ -22,6 +22,29 @@ void Trainer::inject_fault(std::int64_t step, Tensor& x) const {
   if (fault_->kind == "die") std::raise(SIGKILL);
 }
 
+namespace {
+
+/// Rethrows the exception in flight with " (at `at`)" added to a distributed or data error's
+/// message (its type, and a PeerFailedError's rank and status, kept); others as they are.
+[[noreturn]] void rethrow_at(const std::string& at) {
+  try {
+    throw;
+  } catch (const PeerFailedError& e) {
+    const std::string what = e.what();  // the failed rank's message may name the step itself
+    throw PeerFailedError(
+        what.find("(at epoch ") == std::string::npos ? what + " (at " + at + ")" : what, e.rank(),
+        e.status());
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(std::string(e.what()) + " (at " + at + ")");
+  } catch (const DistError& e) {
+    throw DistError(std::string(e.what()) + " (at " + at + ")");
+  } catch (const DataError& e) {
+    throw DataError(std::string(e.what()) + " (at " + at + ")");
+  }
+}
+
+}  // namespace
+
 EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
   const auto epoch_start = Clock::now();
   const std::int64_t batches = loader_->size(), k = o_.accumulate_steps;
@@ -61,21 +84,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
         auto no_sync = dp_->no_sync();
         loss = dp_->forward_backward(xl, yl, criterion_).item();
       }
-    } catch (const PeerFailedError& e) {
+    } catch (const Error&) {
       progress_->clear();
-      const std::string what = e.what();  // the failed rank's message may name the step itself
-      throw PeerFailedError(
-          what.find("(at epoch ") == std::string::npos ? what + " (at " + at + ")" : what, e.rank(),
-          e.status());
-    } catch (const TimeoutError& e) {
-      progress_->clear();
-      throw TimeoutError(std::string(e.what()) + " (at " + at + ")");
-    } catch (const DistError& e) {
-      progress_->clear();
-      throw DistError(std::string(e.what()) + " (at " + at + ")");
-    } catch (const DataError& e) {
-      progress_->clear();
-      throw DataError(std::string(e.what()) + " (at " + at + ")");
+      rethrow_at(at);
     }
     // The loss is the global batch's (identical on every rank), so every rank takes the same
     // decision here: no rank steps while another stops. With the fused optimizer the step
@@ -94,7 +105,14 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     // The synced forward_backward made the optimizer step (clipping first), see setup().
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
-    if (const int sig = signal_now(); sig != 0 && b + 1 < batches) {
+    int sig = 0;
+    try {
+      sig = signal_now();  // a collective: a rank lost here is named with this step too
+    } catch (const Error&) {
+      progress_->clear();
+      rethrow_at(at);
+    }
+    if (sig != 0 && b + 1 < batches) {
       const std::string where = "in epoch " + std::to_string(epoch) + " after batch " +
                                 std::to_string(b + 1) + " of " + std::to_string(batches);
       interrupted(sig, where,

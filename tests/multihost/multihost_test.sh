@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The multihost tests (ctest label multihost): `lockstep train` on ranks spread over 2 or 3 test
+# hosts (network namespaces joined by veth links, hosts.sh), OpenMPI over TCP only.
+#
+#   multihost_test.sh SCENARIO LOCKSTEP
+#
+# SCENARIO: deterministic | checkpoint | link_down | stopped_host | killed_rank | loss
+# Exits 0 (pass), 1 (fail, with the reason), 77 (loss only: the kernel has no netem).
+set -u
+scenario=$1
+LOCKSTEP=$(realpath "$2")
+source "$(dirname "$0")/hosts.sh"
+
+fails=0
+check() {  # check DESCRIPTION COMMAND... : runs COMMAND, counts a failure when it fails
+  local what=$1; shift
+  if "$@"; then echo "multihost: ok: $what"; else echo "multihost: FAIL: $what"; fails=$((fails + 1)); fi
+}
+same_bytes() { cmp -s "$1" "$2"; }
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc; }
+
+# One process, one device, no MPI: the reference every layout must match bit for bit.
+single() { (cd "$MH_ROOT" && "$LOCKSTEP" "$@" --devices cpu:0 --backend threads --quiet >/dev/null); }
+
+# Deterministic mode across hosts: 2 hosts, 3 hosts, 2 hosts x 2 ranks, 2 hosts x 2 devices;
+# rank 0 alone writes --save (into host1's directory); eval counts each sample once.
+scenario_deterministic() {
+  mh_up 3
+  local train=(train --deterministic --optimizer adam --activation tanh --model mlp:10,16,8,2
+               --batch-size 23 --epochs 2 --quiet)
+  check "one process trains" single "${train[@]}" --save "$MH_ROOT/one.safetensors"
+  local layout hosts np devices out
+  for layout in "host1,host2 2 cpu:0" "host1,host2,host3 3 cpu:0" "host1:2,host2:2 4 cpu:0" \
+                "host1,host2 2 cpu:0,cpu:1"; do
+    read -r hosts np devices <<<"$layout"
+    rm -f "$(mh_dir host1)/final.safetensors"
+    out=$(mh_mpirun "$hosts" "$np" "$LOCKSTEP" "${train[@]}" --devices "$devices" \
+          --save final.safetensors 2>&1)
+    check "$hosts ($np ranks, $devices) exits 0" test $? -eq 0 || echo "$out"
+    check "$hosts ($np ranks, $devices): bit-identical to one process" \
+      same_bytes "$(mh_dir host1)/final.safetensors" "$MH_ROOT/one.safetensors"
+    check "$hosts: world_size=$np in the summary" grep -q "world_size=$np" <<<"$out"
+    check "$hosts: only rank 0 wrote --save" \
+      test ! -e "$(mh_dir host2)/final.safetensors" -a ! -e "$(mh_dir host3)/final.safetensors"
+  done
+  # the 2-host dropout trajectory: the masks follow the global batch row
+  local drop=(train --deterministic --dropout 0.3 --epochs 2 --batch-size 23 --quiet)
+  check "one process trains with dropout" single "${drop[@]}" --save "$MH_ROOT/drop1"
+  out=$(mh_mpirun host1,host2,host3 3 "$LOCKSTEP" "${drop[@]}" --save drop3 2>&1)
+  check "dropout on 3 hosts: bit-identical to one process" same_bytes "$(mh_dir host1)/drop3" "$MH_ROOT/drop1"
+  # eval: 10 rows over 3 hosts, each evaluated once
+  local csv="$MH_ROOT/ten.csv" i
+  for i in $(seq 0 9); do echo "$i.5,$((10 - i)).25,$((i % 2))" >>"$csv"; done
+  (cd "$MH_ROOT" && "$LOCKSTEP" train --data "csv:$csv" --val-fraction 0 --epochs 1 --save w --quiet >/dev/null)
+  local one three
+  one=$("$LOCKSTEP" eval --data "csv:$csv" --val-fraction 0 --weights "$MH_ROOT/w")
+  three=$(mh_mpirun host1,host2,host3 3 "$LOCKSTEP" eval --data "csv:$csv" --val-fraction 0 \
+          --weights "$MH_ROOT/w" 2>&1)
+  check "eval on 3 hosts: one line, samples 10" grep -Eq "^loss \S+ accuracy \S+ samples 10$" <<<"$three"
+  check "eval on 3 hosts: the accuracy of one process" \
+    test "$(awk '{print $4}' <<<"$three")" = "$(awk '{print $4}' <<<"$one")"
+}
+
+# Checkpoints without a shared file system: each host has its own directory; rank 0 writes
+# (host1's ckpt/), and on --resume rank 0 reads and broadcasts. 2 hosts -> 3 hosts -> 1 host,
+# bit-identical to one uninterrupted process.
+scenario_checkpoint() {
+  mh_up 3
+  local train=(train --deterministic --batch-size 32 --checkpoint-dir ckpt --quiet)
+  local out
+  out=$(mh_mpirun host1,host2 2 "$LOCKSTEP" "${train[@]}" --epochs 2 2>&1)
+  check "2 hosts write checkpoints" test $? -eq 0 || echo "$out"
+  check "rank 0 wrote one file per epoch into host1's directory, nothing else" \
+    test "$(ls "$(mh_dir host1)/ckpt" | tr '\n' ' ')" = "epoch-0001.safetensors epoch-0002.safetensors "
+  check "host2 holds no checkpoint" test ! -e "$(mh_dir host2)/ckpt/epoch-0001.safetensors"
+  out=$(mh_mpirun host1,host2,host3 3 "$LOCKSTEP" "${train[@]}" --epochs 3 --resume --save three 2>&1)
+  check "3 hosts resume from host1's checkpoint (2 -> 3 ranks)" test $? -eq 0 || echo "$out"
+  check "single process, 3 epochs" single train --deterministic --batch-size 32 --epochs 3 \
+    --save "$MH_ROOT/three"
+  check "2 -> 3 ranks: bit-identical to one process" same_bytes "$(mh_dir host1)/three" "$MH_ROOT/three"
+  check "single process, 4 epochs" single train --deterministic --batch-size 32 --epochs 4 \
+    --save "$MH_ROOT/four"
+  # 3 -> 1: host1 alone continues to epoch 4
+  out=$(mh_mpirun host1 1 "$LOCKSTEP" "${train[@]}" --epochs 4 --resume --save four 2>&1)
+  check "1 host resumes the 3-host checkpoint (3 -> 1 rank)" test $? -eq 0 || echo "$out"
+  check "2 -> 3 -> 1 ranks: bit-identical to one process" same_bytes "$(mh_dir host1)/four" "$MH_ROOT/four"
+  # and 3 -> 3 hosts from epoch 3, saving at the end
+  out=$(mh_mpirun host1,host2,host3 3 "$LOCKSTEP" "${train[@]}" --epochs 4 --resume --save again 2>&1)
+  check "3 hosts resume epoch 4's checkpoint with nothing left to train" test $? -eq 0 || echo "$out"
+  # no checkpoint on host1: every rank fails with rank 0's reason, exit 2
+  rm -f "$(mh_dir host1)"/ckpt/*
+  mkdir -p "$(mh_dir host2)/ckpt"
+  out=$(mh_mpirun host1,host2 2 "$LOCKSTEP" "${train[@]}" --epochs 5 --resume 2>&1)
+  local status=$?
+  check "resume without a checkpoint on rank 0's host: exit 2" test $status -eq 2 || echo "$out"
+  check "rank 1 reports rank 0's reason" grep -q "rank 1.*--resume: no checkpoint in ckpt (on rank 0)" <<<"$out"
+}
+
+# A fault while 3 hosts train (fault injected once rank 0 wrote the first checkpoint): every
+# surviving rank ends with exit 4 within --timeout plus a bounded teardown, naming the failed
+# rank, its host and the step; the checkpoint is intact and the remaining hosts resume from it.
+TIMEOUT=3
+TEARDOWN=20
+fault_run() {  # fault_run HOSTS NP INJECT-COMMAND
+  local hosts=$1 np=$2 inject=$3
+  local ck="$(mh_dir host1)/ckpt/epoch-0001.safetensors"
+  # mpirun learns that a host is gone from its daemon link's keepalive (after TIMEOUT + 2 s at
+  # the least): the ranks' own timeout comes first and decides the exit status.
+  MH_OOB_KEEPALIVE="$TIMEOUT 1 $((TIMEOUT + 2))" \
+  mh_mpirun "$hosts" "$np" "$LOCKSTEP" train --deterministic --batch-size 8 --epochs 400 \
+    --checkpoint-dir ckpt --timeout "$TIMEOUT" --quiet >"$MH_ROOT/out" 2>&1 &
+  local job=$! t=0
+  until [ -e "$ck" ] || [ $t -ge 300 ]; do sleep 0.1; t=$((t + 1)); done
+  check "the first checkpoint appeared" test -e "$ck"
+  cp "$ck" "$MH_ROOT/first.safetensors"
+  local start; start=$(now)
+  eval "$inject"
+  # bounded: the job must end within TIMEOUT + TEARDOWN; afterwards it is killed
+  t=0
+  while kill -0 $job 2>/dev/null && [ $t -lt $(((TIMEOUT + TEARDOWN + 20) * 10)) ]; do
+    sleep 0.1; t=$((t + 1))
+  done
+  if kill -0 $job 2>/dev/null; then
+    check "mpirun ended" false
+    kill -KILL $job 2>/dev/null
+  fi
+  wait $job
+  STATUS=$?
+  ELAPSED=$(since "$start")
+  cat "$MH_ROOT/out"
+  echo "multihost: mpirun exited with status $STATUS ${ELAPSED} s after the fault (--timeout $TIMEOUT)"
+  check "the job ended within --timeout $TIMEOUT + $TEARDOWN s" test "$(echo "$ELAPSED < $TIMEOUT + $TEARDOWN" | bc)" -eq 1
+  check "the first checkpoint is intact" same_bytes "$ck" "$MH_ROOT/first.safetensors"
+}
+
+resume_on() {  # resume_on HOSTS NP: the remaining hosts continue from host1's newest checkpoint
+  local out
+  out=$(mh_mpirun "$1" "$2" "$LOCKSTEP" train --deterministic --batch-size 8 --epochs 3 \
+        --checkpoint-dir ckpt --resume --timeout 30 --quiet 2>&1)
+  check "the remaining hosts ($1) resume from the last checkpoint" test $? -eq 0 || echo "$out"
+}
+
+survivors_report() {  # survivors_report FAILED-RANK FAILED-HOST
+  check "exit status 4" test "$STATUS" -eq 4
+  check "rank 0 names rank $1 and the step" \
+    grep -Eq "rank 0: .*rank $1 .*step [0-9]+ " "$MH_ROOT/out"
+}
+
+scenario_link_down() {
+  mh_up 3
+  fault_run host1,host2,host3 3 "mh_link host3 down"
+  survivors_report 2 host3
+  resume_on host1,host2 2
+}
+
+scenario_stopped_host() {
+  mh_up 3
+  fault_run host1,host2,host3 3 'for p in $(mh_host_pids host2); do grep -q lockstep /proc/$p/cmdline 2>/dev/null && kill -STOP $p; done'
+  survivors_report 1 host2
+  resume_on host1,host3 2
+}
+
+scenario_killed_rank() {
+  mh_up 3
+  fault_run host1,host2,host3 3 'for p in $(mh_host_pids host3); do grep -q lockstep /proc/$p/cmdline 2>/dev/null && kill -KILL $p; done'
+  check "mpirun reports a failure" test "$STATUS" -ne 0
+  resume_on host1,host2 2
+}
+
+# 1 % packet loss on host2's link: the same weights as without loss; the slowdown is printed.
+scenario_loss() {
+  mh_up 2
+  if ! mh_has_netem; then
+    echo "multihost: SKIP: the kernel has no netem qdisc (sch_netem), which shapes the link"
+    exit 77
+  fi
+  local train=(train --deterministic --batch-size 8 --epochs 3 --quiet)
+  local start clean lossy
+  start=$(now)
+  mh_mpirun host1,host2 2 "$LOCKSTEP" "${train[@]}" --save clean >/dev/null 2>&1
+  clean=$(since "$start")
+  mh_shape host2 loss 1%
+  start=$(now)
+  mh_mpirun host1,host2 2 "$LOCKSTEP" "${train[@]}" --save lossy --timeout 60 >/dev/null 2>&1
+  check "1 % loss: exit 0" test $? -eq 0
+  lossy=$(since "$start")
+  check "1 % loss trains to the same weights" same_bytes "$(mh_dir host1)/clean" "$(mh_dir host1)/lossy"
+  echo "multihost: 2 hosts, 3 epochs: ${clean} s clean, ${lossy} s with 1 % loss on host2's link"
+}
+
+declare -F "scenario_$scenario" >/dev/null || mh_fail "unknown scenario '$scenario'"
+"scenario_$scenario"
+[ "$fails" -eq 0 ] && echo "multihost: PASS ($scenario)" || echo "multihost: $fails check(s) failed ($scenario)"
+[ "$fails" -eq 0 ]

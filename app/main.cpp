@@ -55,10 +55,14 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   }
 }
 
-/// "rank R: " in a job of several ranks (every rank prints its own errors), else "".
+/// "rank R: " in a job of several ranks (every rank prints its own errors), "rank R on HOST: "
+/// when they run on more than one host, else "".
 std::string rank_prefix() {
   const DistContext& d = current_dist();
-  return d.world > 1 ? "rank " + std::to_string(d.rank) + ": " : "";
+  if (d.world <= 1) return "";
+  const std::vector<std::string> hosts = lockstep::dist::mpi_hosts();
+  const auto r = static_cast<std::size_t>(d.rank);
+  return "rank " + std::to_string(d.rank) + (r < hosts.size() ? " on " + hosts[r] : "") + ": ";
 }
 
 /// Runs the selected job; any exception becomes one stderr line and its exit status.

@@ -12,6 +12,7 @@
 #                      MH_OOB_KEEPALIVE="TIME INTVL PROBES" (default "10 1 5"): the keepalive
 #                      of mpirun's links to its daemons, which tells mpirun that a host is gone
 #                      (else it waits for the kernel's TCP timeouts, minutes, after a link died)
+#                      MH_EXPORT="VAR ...": environment variables passed on to every rank
 #   mh_link HOST up|down          the host's link, at the switch
 #   mh_shape HOST TC-NETEM-ARGS   tc netem on the host's link (delay, loss, rate); fails naming
 #                      the reason when the kernel has no netem
@@ -37,6 +38,15 @@ mh_up() {
   [ "$(id -u)" -eq 0 ] || mh_fail "the multihost tests need root (network namespaces); running as uid $(id -u)"
   command -v ip >/dev/null || mh_fail "no 'ip' command (iproute2) on PATH"
   command -v unshare >/dev/null || mh_fail "no 'unshare' command (util-linux) on PATH"
+  # namespaces a killed run (ctest's timeout sends SIGKILL: no trap runs) left behind
+  local stale pid p
+  for stale in $(ip netns list | awk '$1 ~ /^lsh-[0-9]+-(sw|host[0-9]+)$/ {print $1}'); do
+    pid=${stale#lsh-}; pid=${pid%%-*}
+    [ -d "/proc/$pid" ] && continue
+    for p in $(ip netns pids "$stale" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    ip netns del "$stale" 2>/dev/null
+    rm -rf "/etc/netns/$stale"
+  done
   MH_ROOT=$(mktemp -d /tmp/lsh-multihost.XXXXXX)
   trap mh_down EXIT
   trap 'exit 130' INT TERM
@@ -71,7 +81,10 @@ mh_down() {
   for i in $(seq 1 "$MH_HOSTS"); do
     ns=$(mh_ns host$i)
     # processes still in the namespace (a stopped rank) are continued and killed
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; done
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      kill -CONT "$pid" 2>/dev/null
+      kill -KILL "$pid" 2>/dev/null
+    done
     ip netns del "$ns" 2>/dev/null
     rm -rf "/etc/netns/$ns"
   done
@@ -114,6 +127,6 @@ mh_mpirun() {
       --mca oob_tcp_keepalive_time "$ka_time" --mca oob_tcp_keepalive_intvl "$ka_intvl" \
       --mca oob_tcp_keepalive_probes "$ka_probes" \
       --mca btl tcp,self --mca btl_tcp_if_include lsh0 --mca oob_tcp_if_include lsh0 \
-      -x MH_ROOT="$MH_ROOT" -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      -x MH_ROOT="$MH_ROOT" $(for v in ${MH_EXPORT:-}; do echo "-x $v"; done) -x OMPI_ALLOW_RUN_AS_ROOT=1 -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
       "$MH_HERE/agent.sh" --in-dir "$@"
 }

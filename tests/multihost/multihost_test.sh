@@ -4,7 +4,7 @@
 #
 #   multihost_test.sh SCENARIO LOCKSTEP
 #
-# SCENARIO: deterministic | checkpoint | link_down | stopped_host | killed_rank | loss
+# SCENARIO: deterministic | checkpoint | link_down | stopped_host | killed_rank | bad_data | loss
 # Exits 0 (pass), 1 (fail, with the reason), 77 (loss only: the kernel has no netem).
 set -u
 scenario=$1
@@ -143,8 +143,8 @@ resume_on() {  # resume_on HOSTS NP: the remaining hosts continue from host1's n
 
 survivors_report() {  # survivors_report FAILED-RANK FAILED-HOST
   check "exit status 4" test "$STATUS" -eq 4
-  check "rank 0 names rank $1 and the step" \
-    grep -Eq "rank 0: .*rank $1 .*step [0-9]+ " "$MH_ROOT/out"
+  check "rank 0 (on host1) names rank $1, its host $2 and the step" \
+    grep -Eq "rank 0 on host1: .*rank $1 on $2 .*step [0-9]+ " "$MH_ROOT/out"
 }
 
 scenario_link_down() {
@@ -159,6 +159,19 @@ scenario_stopped_host() {
   fault_run host1,host2,host3 3 'for p in $(mh_host_pids host2); do grep -q lockstep /proc/$p/cmdline 2>/dev/null && kill -STOP $p; done'
   survivors_report 1 host2
   resume_on host1,host3 2
+}
+
+# A rank that fails alone (bad data on host2) tells the others, which name it and its host.
+scenario_bad_data() {
+  mh_up 3
+  local out status
+  out=$(LOCKSTEP_TEST_FAULT=data:1:3 MH_EXPORT=LOCKSTEP_TEST_FAULT \
+        mh_mpirun host1,host2,host3 3 "$LOCKSTEP" train --epochs 2 --timeout 30 --quiet 2>&1)
+  status=$?
+  check "exit status 2 (bad input)" test $status -eq 2 || echo "$out"
+  check "rank 1 names its host" grep -q "rank 1 on host2: injected fault" <<<"$out"
+  check "rank 0 names rank 1, its host and the step" \
+    grep -Eq "rank 0 on host1: .*rank 1 on host2 failed: .*step 3 " <<<"$out"
 }
 
 scenario_killed_rank() {

@@ -13,6 +13,7 @@
 #include "distributed.h"
 #include "eval.h"
 #include "exit_status.h"
+#include "rank_hosts.h"
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
 #include "signals.h"
@@ -59,10 +60,7 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
 /// when they run on more than one host, else "".
 std::string rank_prefix() {
   const DistContext& d = current_dist();
-  if (d.world <= 1) return "";
-  const std::vector<std::string> hosts = lockstep::dist::mpi_hosts();
-  const auto r = static_cast<std::size_t>(d.rank);
-  return "rank " + std::to_string(d.rank) + (r < hosts.size() ? " on " + hosts[r] : "") + ": ";
+  return d.world > 1 ? "rank " + std::to_string(d.rank) + on_host(d.rank) + ": " : "";
 }
 
 /// Runs the selected job; any exception becomes one stderr line and its exit status.

@@ -10,6 +10,7 @@
 #include "exit_status.h"
 #include "lockstep/lockstep.h"
 #include "metrics.h"
+#include "rank_hosts.h"
 #include "signals.h"
 #include "trainer.h"
 #include "weights.h"
@@ -68,7 +69,7 @@ void Trainer::run() {
   if (!o_.save.empty() && dist_.group && dist_.world > 1) dist_.group->barrier();
   out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)
-       << '\n'
+       << ranks_on_hosts() << '\n'
        << std::flush;
 }
 

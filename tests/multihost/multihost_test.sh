@@ -40,7 +40,7 @@ scenario_deterministic() {
     check "$hosts ($np ranks, $devices) exits 0" test $? -eq 0 || echo "$out"
     check "$hosts ($np ranks, $devices): bit-identical to one process" \
       same_bytes "$(mh_dir host1)/final.safetensors" "$MH_ROOT/one.safetensors"
-    check "$hosts: world_size=$np in the summary" grep -q "world_size=$np" <<<"$out"
+    check "$hosts: world_size=$np in the summary" grep -q "world_size=$np ranks=0@host1,1@host" <<<"$out"
     check "$hosts: only rank 0 wrote --save" \
       test ! -e "$(mh_dir host2)/final.safetensors" -a ! -e "$(mh_dir host3)/final.safetensors"
   done
@@ -167,7 +167,8 @@ scenario_stopped_host() {
   resume_on host1,host3 2
 }
 
-# A rank that fails alone (bad data on host2) tells the others, which name it and its host.
+# A rank that fails alone (bad data on host2) tells the others, which name it and its host;
+# a NaN loss on host2 stops every rank, each naming rank 1 and its host.
 scenario_bad_data() {
   mh_up 3
   local out status
@@ -178,6 +179,13 @@ scenario_bad_data() {
   check "rank 1 names its host" grep -q "rank 1 on host2: injected fault" <<<"$out"
   check "rank 0 names rank 1, its host and the step" \
     grep -Eq "rank 0 on host1: .*rank 1 on host2 failed: .*step 3 " <<<"$out"
+  # a NaN loss on rank 1: every rank stops at the same step (exit 3), naming rank 1 and its host
+  out=$(LOCKSTEP_TEST_FAULT=nan:1:3 MH_EXPORT=LOCKSTEP_TEST_FAULT \
+        mh_mpirun host1,host2,host3 3 "$LOCKSTEP" train --epochs 2 --timeout 30 --quiet 2>&1)
+  status=$?
+  check "NaN on rank 1: exit status 3" test $status -eq 3 || echo "$out"
+  check "NaN on rank 1: rank 2 names rank 1 and its host" \
+    grep -Eq "rank 2 on host3: training loss is NaN at epoch 1 step 3 .* on rank 1 on host2;" <<<"$out"
 }
 
 scenario_killed_rank() {

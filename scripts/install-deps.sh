@@ -20,6 +20,7 @@ PACKAGES=(
   dataset-fashion-mnist                     # the main job's data (/usr/share/datasets/fashion-mnist)
   clang-14 libclang-rt-14-dev               # libFuzzer targets of the file readers (scripts/fuzz.sh)
   libopenmpi-dev openmpi-bin                # the mpi ProcessGroup backend and mpirun (tests/mpi)
+  iproute2 bc                               # tests/multihost: network namespaces, tc; timings
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -5,7 +5,9 @@
 # mpirun (run inside host1) with a hostfile and the launch agent agent.sh, which enters a host's
 # namespaces (--mca plm_rsh_agent); OpenMPI is restricted to TCP on lsh0 (btl tcp,self).
 #
-#   mh_up N            make hosts host1..hostN (fails with the reason without root or ip)
+#   mh_up N            make hosts host1..hostN (fails with the reason without root or ip);
+#                      each host's net.ipv4.tcp_retries2 is MH_TCP_RETRIES2 (default 4: unacked
+#                      TCP data is given up after ~6 s, not ~15 min)
 #   mh_down            remove every namespace, link and file mh_up made (a trap calls it)
 #   mh_mpirun HOSTS NP ARGS...   mpirun -np NP over the hosts named in HOSTS (host1,host2:2;
 #                      ":K" = K slots, default 1), ARGS run in the host's working directory
@@ -16,6 +18,7 @@
 #   mh_link HOST up|down          the host's link, at the switch
 #   mh_shape HOST TC-NETEM-ARGS   tc netem on the host's link (delay, loss, rate); fails naming
 #                      the reason when the kernel has no netem
+#   mh_has_netem       whether the kernel has netem (sch_netem)
 #   mh_host_pids HOST  the pids of the processes in that host's namespace
 #   mh_dir HOST        the host's working directory
 #

@@ -93,7 +93,7 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
                              const StateDict& optimizer, const StateDict& scheduler,
                              const TrainingPosition& p) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  fs::create_directories(io::write_target(dir), ec);  // a dangling link's target is created
   if (ec) throw IoError("--checkpoint-dir " + dir + ": cannot create: " + ec.message());
   safetensors::TensorList tensors;
   for (const auto& [name, t] : model) tensors.emplace_back(name, t);
@@ -132,6 +132,11 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir) {
   if (ec) throw IoError("--checkpoint-dir " + dir + ": cannot list: " + ec.message());
   if (!best) return std::nullopt;
   return best_path;
+}
+
+bool is_checkpoint(const safetensors::File& file) {
+  const auto format = file.metadata.find("format");
+  return format != file.metadata.end() && format->second == kFormat;
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

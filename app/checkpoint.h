@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "lockstep/io/safetensors.h"
 #include "lockstep/nn/state_dict.h"
 
 namespace lockstep::app {
@@ -61,6 +62,10 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
 /// temporary files (io::is_temporary_file) and every other name; unset when there is none.
 /// IoError naming `dir` when it cannot be listed.
 std::optional<std::string> find_latest_checkpoint(const std::string& dir);
+
+/// Whether `file` is a lockstep checkpoint (its metadata "format"), e.g. one given where a
+/// weights file is expected.
+bool is_checkpoint(const safetensors::File& file);
 
 /// Reads a checkpoint. IoError (unreadable), DataError (malformed safetensors, or a missing or
 /// malformed metadata entry, naming the file and the key).

@@ -155,10 +155,13 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       ->check(file_name("FILE"))
       ->type_name("FILE");
   train
-      ->add_option("--checkpoint-dir", c.checkpoint_dir,
-                   "After every epoch write DIR/epoch-NNNN.safetensors (model, optimizer, "
-                   "scheduler, position); on SIGINT/SIGTERM a mid-epoch checkpoint" +
-                       dflt("none"))
+      ->add_option(
+          "--checkpoint-dir", c.checkpoint_dir,
+          "After every epoch write DIR/epoch-NNNN.safetensors (model, optimizer, "
+          "scheduler, position); on SIGINT/SIGTERM/SIGHUP a mid-epoch checkpoint. A fresh run "
+          "refuses a DIR that holds checkpoints (use --resume or a new DIR); one run "
+          "at a time (a lock)" +
+              dflt("none"))
       ->check(file_name("DIR"))
       ->type_name("DIR");
   train->add_flag("--resume", c.resume,
@@ -183,7 +186,7 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       "  done: 10 epochs, val_loss 0.3312 val_acc 0.8812, 41.2 s, devices=cpu:0,cpu:1 "
       "world_size=1\n"
       "Exit status: 0 success, 1 internal error, 2 usage or data error, 3 NaN/Inf training "
-      "loss, 4 distributed failure, 130/143 interrupted by SIGINT/SIGTERM.");
+      "loss, 4 distributed failure, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.");
   train->callback([&options, train, sync_bn, no_sync_bn] {
     options.command = Command::Train;
     TrainOptions& t = options.train;

@@ -9,6 +9,7 @@
 #include "evaluate.h"
 #include "exit_status.h"
 #include "lockstep/lockstep.h"
+#include "memory_budget.h"
 #include "model_spec.h"
 #include "weights.h"
 
@@ -37,19 +38,21 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
                               ? default_mlp_note(data.features, data.classes, data.train_name)
                               : "");
   load_weights(*model, options.weights, "--weights");
+  const std::int64_t rows =  // bounded memory per forward
+      eval_chunk_rows(spec.mlp ? mlp_memory_need(*spec.mlp) : model_memory_need(*model, data));
   model->eval();
 
   Tensor x = data.val_x, y = data.val_y;
   if (all || !data.has_validation()) all_rows(data, x, y);
   const EvalResult r = evaluate_across_ranks(
-      dist, [&model](const Tensor& in) { return model->forward(in); }, x, y);
+      dist, [&model](const Tensor& in) { return model->forward(in); }, x, y, rows);
   // Finite weights can still overflow the logits (weights near float32's max): PyTorch prints a
   // NaN loss; the CLI reports it as training does, with status 3, and prints no result line. The
   // loss is the sum over every rank, so every rank takes the same decision.
   if (!std::isfinite(r.loss))
-    throw NonFiniteLossError("evaluation loss is " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") +
-                             " for --weights " + options.weights + " on " +
-                             std::to_string(r.samples) +
+    throw NonFiniteLossError("evaluation loss is " +
+                             std::string(std::isnan(r.loss) ? "NaN" : "Inf") + " for --weights " +
+                             options.weights + " on " + std::to_string(r.samples) +
                              " samples: the model's outputs overflow float32 (weights or "
                              "input values too large?)");
   if (!dist.prints) return;

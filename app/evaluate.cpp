@@ -9,8 +9,8 @@
 namespace lockstep::app {
 
 EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const Tensor& x,
-                    const Tensor& y) {
-  constexpr std::int64_t kChunk = 8192;
+                    const Tensor& y, std::int64_t max_rows) {
+  const std::int64_t kChunk = std::max<std::int64_t>(1, max_rows);
   no_grad guard;
   nn::CrossEntropyLoss criterion;
   const std::int64_t n = x.size(0);
@@ -36,13 +36,13 @@ EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const T
 
 EvalResult evaluate_across_ranks(const DistContext& dist,
                                  const std::function<Tensor(const Tensor&)>& forward,
-                                 const Tensor& x, const Tensor& y) {
-  if (dist.world == 1) return evaluate(forward, x, y);
+                                 const Tensor& x, const Tensor& y, std::int64_t max_rows) {
+  if (dist.world == 1) return evaluate(forward, x, y, max_rows);
   // sums over this rank's rows: loss · rows, correct rows
   const auto totals = parallel::evaluate_exact(
       dist.group.get(), x, y,
-      [&forward](const Tensor& xs, const Tensor& ys) {
-        const EvalResult local = evaluate(forward, xs, ys);
+      [&forward, max_rows](const Tensor& xs, const Tensor& ys) {
+        const EvalResult local = evaluate(forward, xs, ys, max_rows);
         const auto rows = static_cast<double>(xs.size(0));
         return std::vector<double>{local.loss * rows, std::round(local.accuracy * rows)};
       },

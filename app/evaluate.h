@@ -19,12 +19,13 @@ struct EvalResult {
 };
 
 /// Runs `forward` (logits [n, C] for features [n, F]) under no_grad over x [N, F] float32 with
-/// labels y [N] int64, in chunks of at most 8192 rows; the loss is the chunks' mean losses
-/// weighted by their sizes (for N <= 8192 exactly CrossEntropyLoss over all rows at once, as the
-/// reference program computes its validation loss). Labels are moved to the logits' device.
+/// labels y [N] int64, in chunks of at most `max_rows` rows (eval_chunk_rows: bounded memory);
+/// the loss is the chunks' mean losses weighted by their sizes (for N <= max_rows exactly
+/// CrossEntropyLoss over all rows at once, as the reference program computes its validation
+/// loss). Labels are moved to the logits' device.
 /// N must be >= 1. The caller puts the model in eval mode.
 EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const Tensor& x,
-                    const Tensor& y);
+                    const Tensor& y, std::int64_t max_rows = 8192);
 
 /// Exact evaluation across the ranks of `dist`: rank r evaluates its tensor_split part of the
 /// rows (parallel::split_batch), so every row is evaluated exactly once, and the loss sums,
@@ -32,6 +33,6 @@ EvalResult evaluate(const std::function<Tensor(const Tensor&)>& forward, const T
 /// get no rows. Alone (one rank) it is evaluate(). Needs N >= 1.
 EvalResult evaluate_across_ranks(const DistContext& dist,
                                  const std::function<Tensor(const Tensor&)>& forward,
-                                 const Tensor& x, const Tensor& y);
+                                 const Tensor& x, const Tensor& y, std::int64_t max_rows = 8192);
 
 }  // namespace lockstep::app

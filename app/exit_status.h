@@ -9,7 +9,7 @@
 //   3    training stopped on a NaN/Inf loss, or eval's loss is NaN/Inf (NonFiniteLossError)
 //   4    distributed failure: a collective failed or timed out (a rank died, hung or was
 //        stopped; DistError, TimeoutError)
-//   130  interrupted by SIGINT, 143 by SIGTERM (128 + signal number)
+//   129  interrupted by SIGHUP, 130 by SIGINT, 143 by SIGTERM (128 + signal number)
 #pragma once
 
 #include <exception>
@@ -31,8 +31,8 @@ class NonFiniteLossError : public Error {
   using Error::Error;
 };
 
-/// Training stopped because of SIGINT/SIGTERM after finishing its current step (and writing a
-/// checkpoint when --checkpoint-dir is set); the message says where it stopped.
+/// Training stopped because of SIGINT/SIGTERM/SIGHUP after finishing its current step (and writing
+/// a checkpoint when --checkpoint-dir is set); the message says where it stopped.
 class Interrupted : public Error {
  public:
   Interrupted(int signal, const std::string& message) : Error(message), signal_(signal) {}

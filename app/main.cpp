@@ -16,6 +16,7 @@
 #include "rank_hosts.h"
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
+#include "message_text.h"
 #include "signals.h"
 #include "train.h"
 
@@ -72,13 +73,16 @@ int run_command(const CliOptions& options) {
         run_train(options.train, std::cout);
         break;
       case Command::Eval:
+        ignore_sigpipe();
         run_eval(options.eval, std::cout);
         break;
       case Command::None:
         print_error("no command given (see 'lockstep --help')");
         return kExitUsage;
     }
-    if (!std::cout.flush()) {  // a full disk or a closed pipe must not look like success
+    // A full disk must not look like success; a reader that closed its pipe (`| head -1`) chose
+    // to stop reading: the run still wrote its outputs.
+    if (!std::cout.flush() && !stdout_reader_gone()) {
       print_error("cannot write to standard output");
       return kExitFailure;
     }
@@ -88,7 +92,14 @@ int run_command(const CliOptions& options) {
     return kExitFailure;
   } catch (const lockstep::Error& error) {
     std::cout.flush();
-    print_error(rank_prefix() + error.what());
+    std::string text = user_facing(error.what());
+    // A rank that was stopped and continued: its own collectives failed because the others
+    // gave up on it; say so rather than blame them.
+    if (current_dist().world > 1 && was_continued() &&
+        dynamic_cast<const lockstep::DistError*>(&error) &&
+        !dynamic_cast<const lockstep::PeerFailedError*>(&error))
+      text = stopped_rank_message(text);
+    print_error(rank_prefix() + text);
     const int status = exit_status_for(error);
     // A failure of this rank alone (bad data, say) is announced to the others, which are
     // waiting in a collective: they report it and end with the same status. NaN losses and
@@ -96,7 +107,7 @@ int run_command(const CliOptions& options) {
     if (current_dist().world > 1 && !dynamic_cast<const lockstep::DistError*>(&error) &&
         !dynamic_cast<const NonFiniteLossError*>(&error) &&
         !dynamic_cast<const Interrupted*>(&error))
-      lockstep::dist::notify_failure(status, error.what());
+      lockstep::dist::notify_failure(status, text);
     return status;
   } catch (const std::exception& error) {
     std::cout.flush();

@@ -11,6 +11,7 @@
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/dropout.h"
 #include "lockstep/nn/linear.h"
+#include "message_text.h"
 
 namespace lockstep::app {
 
@@ -67,18 +68,6 @@ void check_mlp_fits(const MlpSpec& spec, std::int64_t features, std::int64_t cla
                      std::to_string(classes) + " classes (max label + 1) of " + data_name);
 }
 
-namespace {
-/// "1.5 GiB": `bytes` in binary units, one decimal.
-std::string human_bytes(long double bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
-  int u = 0;
-  while (bytes >= 1024.0L && u < 8) bytes /= 1024.0L, ++u;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0Lf %s" : "%.1Lf %s", bytes, units[u]);
-  return buf;
-}
-}  // namespace
-
 void check_mlp_memory(const MlpSpec& spec, int copies, const std::string& note) {
   // long double: the count of an absurd spec overflows int64 (that is what it must catch).
   long double params = 0.0L;
@@ -98,8 +87,8 @@ void check_model_memory(const std::string& what, long double params, int copies,
   if (need <= have) return;
   char count[64];
   std::snprintf(count, sizeof count, params < 1e15L ? "%.0Lf" : "%.3Lg", params);
-  throw ValueError(what + ": " + count + " parameters need at least " +
-                   human_bytes(need) + " of memory (" + std::to_string(copies) + " float32 cop" +
+  throw ValueError(what + ": " + count + " parameters need at least " + human_bytes(need) +
+                   " of memory (" + std::to_string(copies) + " float32 cop" +
                    (copies == 1 ? "y" : "ies") + "), more than this machine's " +
                    human_bytes(have) + note);
 }

@@ -1,9 +1,13 @@
 // The progress bar and epoch lines (see progress.h).
 #include "progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "lockstep/dist/mpi.h"
 
@@ -22,7 +26,41 @@ std::string clock_text(double seconds) {
   return buf;
 }
 
+/// The terminal's width in columns (TIOCGWINSZ on stdout, else $COLUMNS, else 80).
+int terminal_columns() {
+  winsize w{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0) return w.ws_col;
+  if (const char* c = std::getenv("COLUMNS"); c != nullptr && std::atoi(c) > 0) return std::atoi(c);
+  return 80;
+}
+
 }  // namespace
+
+std::string fit_bar_line(std::int64_t epoch, std::int64_t epochs, std::int64_t batches_done,
+                         std::int64_t batches, double loss, double rate, const std::string& eta,
+                         int columns) {
+  const std::size_t room = columns > 1 ? static_cast<std::size_t>(columns - 1) : 0;
+  char head[64], tail[160];
+  std::snprintf(head, sizeof head, "epoch %lld/%lld", static_cast<long long>(epoch),
+                static_cast<long long>(epochs));
+  std::snprintf(tail, sizeof tail, " %lld/%lld loss %.4f %.0f samples/s ETA %s",
+                static_cast<long long>(batches_done), static_cast<long long>(batches), loss, rate,
+                eta.c_str());
+  const std::string plain = std::string(head) + tail;
+  // The bar takes what is left, up to 24 columns; under 8 it is left out.
+  constexpr std::size_t kWidest = 24, kNarrowest = 8;
+  const std::size_t left = room > plain.size() + 3 ? room - plain.size() - 3 : 0;
+  if (left >= kNarrowest) {
+    const std::size_t width = std::min(left, kWidest);
+    const auto filled = static_cast<std::size_t>(batches > 0 ? static_cast<std::int64_t>(width) *
+                                                                   batches_done / batches
+                                                             : static_cast<std::int64_t>(width));
+    std::string bar(std::min(filled, width), '#');
+    bar.resize(width, '.');
+    return std::string(head) + " [" + bar + "]" + tail;
+  }
+  return plain.substr(0, room);
+}
 
 Progress::Mode Progress::mode_for_stdout(bool quiet) {
   if (quiet) return Mode::Quiet;
@@ -54,17 +92,9 @@ void Progress::update(std::int64_t batches_done, std::int64_t samples_done, doub
   const double left = static_cast<double>(samples_ - samples_done) +
                       static_cast<double>(epochs_ - epoch_) * static_cast<double>(samples_);
   const double eta = rate > 0 ? left / rate : -1.0;
-  constexpr int kWidth = 24;
-  const int filled = batches_ > 0 ? static_cast<int>(kWidth * batches_done / batches_) : kWidth;
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "\repoch %lld/%lld [%s] %lld/%lld loss %.4f %.0f samples/s ETA %s\x1b[K",
-                static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(),
-                static_cast<long long>(batches_done), static_cast<long long>(batches_),
-                running_loss, rate, clock_text(eta).c_str());
-  out_ << buf << std::flush;
+  const std::string line = fit_bar_line(epoch_, epochs_, batches_done, batches_, running_loss, rate,
+                                        clock_text(eta), terminal_columns());
+  out_ << '\r' << line << "\x1b[K" << std::flush;
   drawn_ = true;
 }
 

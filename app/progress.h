@@ -1,7 +1,7 @@
 // What `lockstep train` prints on stdout while it runs: on a terminal a progress bar redrawn in
 // place (epoch, batches, samples/s, ETA, running loss) that becomes the epoch line when the epoch
-// ends; otherwise (a file or a pipe) exactly the epoch lines; with --quiet nothing (the caller
-// prints the summary either way).
+// ends (fitted to the terminal's width at every redraw); otherwise (a file or a pipe) exactly the
+// epoch lines; with --quiet nothing (the caller prints the summary either way).
 #pragma once
 
 #include <chrono>
@@ -10,6 +10,14 @@
 #include <string>
 
 namespace lockstep::app {
+
+/// The progress bar's line for a terminal `columns` wide, at most columns - 1 characters (the
+/// last column would wrap on some terminals): "epoch 3/10 [####....] 12/25 loss 0.4123 5123
+/// samples/s ETA 0:05", the bar narrowed to fit (24 columns at most), left out below 8, and the
+/// rest cut at the width.
+std::string fit_bar_line(std::int64_t epoch, std::int64_t epochs, std::int64_t batches_done,
+                         std::int64_t batches, double loss, double rate, const std::string& eta,
+                         int columns);
 
 class Progress {
  public:

@@ -33,40 +33,52 @@ std::optional<EvalResult> Trainer::validate() {
   if (!data_.has_validation()) return std::nullopt;
   dp_->eval();
   EvalResult r = evaluate_across_ranks(
-      dist_, [this](const Tensor& x) { return dp_->forward(x); }, data_.val_x, data_.val_y);
+      dist_, [this](const Tensor& x) { return dp_->forward(x); }, data_.val_x, data_.val_y,
+      r_.eval_rows);
   dp_->train();
   return r;
 }
 
 void Trainer::run() {
   setup();
+  begin_training();  // from here a signal is acted on after the current step (signals.h)
   std::optional<double> val_loss, val_accuracy;
+  // A rank lost in a collective between epochs is named with the step too (rethrow_at).
+  auto at_boundary = [this](std::int64_t epoch) {
+    return "the end of epoch " + std::to_string(epoch) + ", after step " +
+           std::to_string(global_step_) + " of the run";
+  };
   for (std::int64_t epoch = epochs_done_ + 1; epoch <= o_.epochs; ++epoch) {
-    if (const int sig = signal_now(); sig != 0)
-      interrupted(sig, "before epoch " + std::to_string(epoch), "");
+    int sig = 0;
+    try {
+      sig = signal_now();
+    } catch (const DistError&) {
+      rethrow_at(at_boundary(epoch - 1));
+    }
+    if (sig != 0) interrupted(sig, "before epoch " + std::to_string(epoch), "");
     const std::int64_t first_batch = epoch == epochs_done_ + 1 ? resume_batch_ : 0;
     EpochStats s = train_epoch(epoch, first_batch);
     val_loss = s.val_loss, val_accuracy = s.val_accuracy;
     progress_->end_epoch(epoch_line(s));
     if (metrics_) metrics_->append(s, r_.devices, dist_.world);
     std::string checkpoint;
-    if (!o_.checkpoint_dir.empty()) checkpoint = write_checkpoint_at(epoch, 0);
-    if (const int sig = signal_now(); sig != 0 && epoch < o_.epochs)
+    try {
+      if (!o_.checkpoint_dir.empty()) checkpoint = write_checkpoint_at(epoch, 0);
+      sig = signal_now();
+    } catch (const DistError&) {
+      rethrow_at(at_boundary(epoch));
+    }
+    if (sig != 0 && epoch < o_.epochs)
       interrupted(sig, "at the end of epoch " + std::to_string(epoch), checkpoint);
   }
   const std::int64_t trained = std::max(o_.epochs, epochs_done_);
   if (epochs_done_ >= o_.epochs) {  // resumed at or past --epochs: report the model as it is
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
-  if (!o_.save.empty() && dist_.is_main()) {
-    try {
-      save_weights(*model_, o_.save);
-    } catch (const IoError& e) {
-      throw IoError("--save: " + std::string(e.what()));
-    }
-  }
-  // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed.
-  if (!o_.save.empty() && dist_.group && dist_.world > 1) dist_.group->barrier();
+  if (!o_.save.empty() && dist_.is_main()) save_final_weights(*model_, o_);
+  // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed;
+  // whether or not --save was given (rank 0 alone acts on it, so it may differ across ranks).
+  if (dist_.group && dist_.world > 1) dist_.group->barrier();
   out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)
        << ranks_on_hosts() << '\n'

@@ -1,10 +1,10 @@
-// `lockstep train`: the flag combinations and output paths refused before training, and the
+// `lockstep train`: the flag combinations refused before training, and the
 // BatchNorm mode (--sync-bn / --no-sync-bn) a run resolves (see trainer.h).
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "lockstep/lockstep.h"
+#include "message_text.h"
 #include "trainer.h"
 
 namespace lockstep::app {
@@ -17,6 +17,11 @@ void check_combinations(const TrainOptions& o) {
                      o.optimizer + ")");
   if (o.optimizer == "sgd" && !o.adam_flags_given.empty())
     throw ValueError(o.adam_flags_given.front() + " applies to --optimizer adam and adamw only");
+  if (o.optimizer == "sgd" && o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    throw ValueError(
+        "--nesterov needs --momentum > 0 and --dampening 0 (as PyTorch's SGD), got "
+        "--momentum " +
+        typed_number(o.momentum) + " --dampening " + typed_number(o.dampening));
   if (o.resume && !o.init.empty())
     throw ValueError(
         "--resume and --init cannot be used together (the checkpoint holds the "
@@ -55,25 +60,6 @@ void check_cuda_graphs_devices(const TrainOptions& o, const std::vector<Device>&
       list;
   if (!cuda::is_available()) why += " (no usable GPU: " + cuda::unavailable_reason() + ")";
   throw ValueError(why);
-}
-
-void check_output_path(const std::string& flag, const std::string& path) {
-  if (path.empty()) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec))
-    throw IoError(flag + " " + path + ": directory " + dir.string() + " does not exist");
-  if (fs::is_directory(p, ec)) throw IoError(flag + " " + path + ": is a directory");
-}
-
-void check_output_dir(const std::string& flag, const std::string& dir) {
-  if (dir.empty()) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw IoError(flag + " " + dir + ": not a directory");
 }
 
 bool sync_batchnorm(const TrainOptions& o, std::int64_t replicas) {

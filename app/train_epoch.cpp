@@ -22,11 +22,8 @@ void Trainer::inject_fault(std::int64_t step, Tensor& x) const {
   if (fault_->kind == "die") std::raise(SIGKILL);
 }
 
-namespace {
-
-/// Rethrows the exception in flight with " (at `at`)" added to a distributed or data error's
-/// message (its type, and a PeerFailedError's rank and status, kept); others as they are.
-[[noreturn]] void rethrow_at(const std::string& at) {
+void Trainer::rethrow_at(const std::string& at) const {
+  progress_->clear();
   try {
     throw;
   } catch (const PeerFailedError& e) {
@@ -42,8 +39,6 @@ namespace {
     throw DataError(std::string(e.what()) + " (at " + at + ")");
   }
 }
-
-}  // namespace
 
 EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
   const auto epoch_start = Clock::now();
@@ -85,7 +80,6 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
         loss = dp_->forward_backward(xl, yl, criterion_).item();
       }
     } catch (const Error&) {
-      progress_->clear();
       rethrow_at(at);
     }
     // The loss is the global batch's (identical on every rank), so every rank takes the same
@@ -106,10 +100,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
     int sig = 0;
-    try {
-      sig = signal_now();  // a collective: a rank lost here is named with this step too
+    try {  // a collective: a rank stopped during the step shows up here, after it
+      sig = signal_now();
     } catch (const Error&) {
-      progress_->clear();
       rethrow_at(at);
     }
     if (sig != 0 && b + 1 < batches) {
@@ -126,7 +119,12 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
   s.epoch = epoch;
   s.epochs = o_.epochs;
   s.train_loss = epoch_loss_sum_ / static_cast<double>(epoch_samples_);
-  if (auto v = validate()) s.val_loss = v->loss, s.val_accuracy = v->accuracy;
+  try {
+    if (auto v = validate()) s.val_loss = v->loss, s.val_accuracy = v->accuracy;
+  } catch (const DistError&) {
+    rethrow_at("the validation of epoch " + std::to_string(epoch) + ", after step " +
+               std::to_string(global_step_) + " of the run");
+  }
   s.samples_per_second =
       train_seconds > 0 ? static_cast<double>(epoch_samples_ - samples_before) / train_seconds : 0;
   s.seconds = seconds_since(epoch_start);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lockstep/lockstep.h"
+#include "rank_agreement.h"
 #include "rank_hosts.h"
 #include "trainer.h"
 
@@ -18,26 +19,7 @@ std::pair<std::int64_t, std::int64_t> Trainer::local_part(std::int64_t batch) co
 }
 
 void Trainer::check_same_setup_on_every_rank() const {
-  std::string setup = fingerprint_ + "--epochs=" + std::to_string(o_.epochs) +
-                      "\n--resume=" + (o_.resume ? "on" : "off") +
-                      "\ntrain=" + data_.train_x.shape().str() +
-                      "\nval=" + (data_.val_x.defined() ? data_.val_x.shape().str() : "none") +
-                      "\nclasses=" + std::to_string(data_.classes) + "\n";
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bit
-  for (unsigned char c : setup) h = (h ^ c) * 1099511628211ull;
-  const auto mine = static_cast<std::int64_t>(h >> 1);
-  std::vector<Tensor> all;
-  for (int r = 0; r < dist_.world; ++r) all.push_back(zeros({1}, kInt64));
-  dist_.group->all_gather(all, tensor(std::span<const std::int64_t>(&mine, 1)));
-  std::string differing;
-  const std::int64_t first = all[0].to_vector<std::int64_t>()[0];
-  for (int r = 1; r < dist_.world; ++r)
-    if (all[static_cast<std::size_t>(r)].to_vector<std::int64_t>()[0] != first)
-      differing += (differing.empty() ? "" : ",") + std::to_string(r);
-  if (!differing.empty())
-    throw ValueError((differing.find(',') == std::string::npos ? "rank " : "ranks ") + differing +
-                     " started with other training flags or data than rank 0 (every rank of an "
-                     "mpirun job must run the same command on the same data)");
+  check_same_on_every_rank(dist_, rank_setup(o_, fingerprint_, data_));
 }
 
 std::string Trainer::nonfinite_ranks() const {

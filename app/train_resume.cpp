@@ -9,6 +9,7 @@
 #include "checkpoint.h"
 #include "lockstep/core/format.h"
 #include "lockstep/lockstep.h"
+#include "message_text.h"
 #include "trainer.h"
 
 namespace lockstep::app {
@@ -71,7 +72,7 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
       std::string was = key == "--sync-bn=" ? "(not set: automatic)" : "(not set)";
       for (const std::string& s : a)
         if (s.rfind(key, 0) == 0) was = s;
-      diff = line + " but the checkpoint has " + was;
+      diff = typed_flag(line) + " but the checkpoint has " + typed_flag(was);
       break;
     }
   // A flag recorded only when not at its default (--precision) is missing from `now` instead.
@@ -83,7 +84,7 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
       if (key == "--sync-bn=") is = "--sync-bn not given (automatic)";
       for (const std::string& s : b)
         if (s.rfind(key, 0) == 0) is = s;
-      diff = is + " but the checkpoint has " + line;
+      diff = typed_flag(is) + " but the checkpoint has " + typed_flag(line);
     }
   if (diff.empty()) diff = "different flags";
   throw ValueError("--resume: " + path + " was written with other training flags: " + diff);

@@ -8,6 +8,7 @@
 #include "data_source.h"
 #include "lockstep/lockstep.h"
 #include "lr_schedule.h"
+#include "memory_budget.h"
 #include "metrics.h"
 #include "model_spec.h"
 #include "progress.h"
@@ -53,9 +54,7 @@ std::int64_t count_batchnorms(const nn::Module& m) {
 
 void Trainer::setup() {
   check_combinations(o_);
-  check_output_path("--save", o_.save);
-  check_output_path("--metrics", o_.metrics);
-  check_output_dir("--checkpoint-dir", o_.checkpoint_dir);
+  check_outputs(o_);  // every rank, so that all refuse alike (only rank 0 writes the files)
   r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
   r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
   r_.schedule = parse_lr_schedule(o_.lr_schedule);
@@ -85,10 +84,15 @@ void Trainer::setup() {
   else
     r_.model = parse_model_spec(o_.model.spec);
   shape_for_model(r_.model, data_);
+  const auto replicas_here = static_cast<std::int64_t>(r_.devices.size());
+  // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
+  const MemoryNeed mlp_need = check_run_memory(o_, r_.model, data_, replicas_here, nullptr);
   model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
                       o_.model.spec.empty()
                           ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                           : "");
+  r_.eval_rows = eval_chunk_rows(
+      r_.model.mlp ? mlp_need : check_run_memory(o_, r_.model, data_, replicas_here, model_.get()));
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every
   // BatchNorm synchronizes its training statistics over the wrapper's replicas. In place, before
@@ -117,6 +121,9 @@ void Trainer::setup() {
     dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
   }
   optimizer_ = make_optimizer(o_, r_, dp_->parameters());
+  // A checkpoint: the weights and up to two optimizer slots per weight (Adam's moments).
+  const std::uint64_t weights = weights_file_bytes(*model_);
+  check_output_space(o_, weights, weights * (o_.optimizer == "sgd" && o_.momentum == 0 ? 1 : 3));
   // The wrapper owns the optimizer step (DataParallel::register_fused_optim; bit-identical to
   // calling step() after forward_backward): it decides where the step runs (on the device workers
   // inside the last reduction where it can, else at the end of the synced forward_backward), and
@@ -127,6 +134,8 @@ void Trainer::setup() {
       nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
     });
   scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
+  if (!o_.checkpoint_dir.empty() && dist_.is_main())  // one run at a time in the directory
+    dir_lock_ = std::make_unique<CheckpointDirLock>(o_.checkpoint_dir, o_.resume);
   if (o_.resume) resume_from_checkpoint();
   // --cuda-graphs: every step through the graphed step (replays once the shape is static; the
   // last partial batch eagerly). Resuming across eager and graphed runs is allowed (same math),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "checkpoint_dir_lock.h"
 #include "data_source.h"
 #include "distributed.h"
 #include "evaluate.h"
@@ -23,6 +24,7 @@
 #include "metrics.h"
 #include "model_spec.h"
 #include "options.h"
+#include "output_paths.h"
 #include "progress.h"
 #include "signals.h"
 
@@ -40,6 +42,8 @@ struct Resolved {
   LrSchedule schedule;
   ModelSpec model;
   std::vector<Device> devices;
+  /// Rows per evaluation forward (eval_chunk_rows).
+  std::int64_t eval_rows = 8192;
   /// Whether the model's BatchNorm layers synchronize (SyncBatchNorm), see sync_batchnorm().
   bool sync_bn = false;
 };
@@ -68,14 +72,6 @@ void check_combinations(const TrainOptions& o);
 /// trains on, and why there is no GPU when there is none).
 void check_cuda_graphs_devices(const TrainOptions& o, const std::vector<Device>& devices,
                                bool distributed);
-
-/// IoError unless `path` can be created: its directory exists and `path` is not a directory
-/// (checked before training, so a typo does not cost a whole run).
-void check_output_path(const std::string& flag, const std::string& path);
-
-/// IoError when `dir` exists but is not a directory (checked before training; a missing one is
-/// created with the first checkpoint).
-void check_output_dir(const std::string& flag, const std::string& dir);
 
 // What a checkpoint records of the flags (train_resume.cpp).
 
@@ -107,10 +103,12 @@ class Trainer {
   /// This rank's part of a global batch: all of it alone; across ranks the split DataParallel
   /// uses across devices (tensor_split, or whole shards in deterministic mode).
   std::pair<std::int64_t, std::int64_t> local_part(std::int64_t batch) const;
-  /// Across ranks: ValueError on every rank unless all were started with the same training
-  /// flags, epochs and resume setting on data of the same shape (checked before the first
-  /// collective that depends on them).
+  /// Across ranks: ValueError on every rank unless all were started with the same setup
+  /// (rank_agreement.h), checked before the first collective that depends on it.
   void check_same_setup_on_every_rank() const;
+  /// Inside a catch block: rethrows the distributed or data error being handled with " (at
+  /// `at`)" appended (the step it happened in), any other error unchanged.
+  [[noreturn]] void rethrow_at(const std::string& at) const;
   /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
   void inject_fault(std::int64_t step, Tensor& x) const;
   /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
@@ -133,6 +131,7 @@ class Trainer {
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<CheckpointDirLock> dir_lock_;  // rank 0 with --checkpoint-dir
   nn::CrossEntropyLoss criterion_;
   std::string fingerprint_;
   // Where training stands.

@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
+#include "checkpoint.h"
 #include "lockstep/core/error.h"
 #include "lockstep/io/safetensors.h"
 
@@ -19,6 +21,13 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
     throw IoError(flag + ": " + e.what());
   } catch (const DataError& e) {
     throw DataError(flag + ": " + e.what());
+  }
+  if (is_checkpoint(file)) {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    throw DataError(where +
+                    "is a training checkpoint of --checkpoint-dir (model, optimizer state and "
+                    "position), not a weights file: continue its run with --checkpoint-dir " +
+                    (dir.empty() ? "." : dir) + " --resume; a weights file is what --save writes");
   }
   StateDict state;
   const StateDict mine = model.state_dict();

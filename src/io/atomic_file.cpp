@@ -67,14 +67,47 @@ class FileDescriptor {
 
 }  // namespace
 
+std::string write_target(const std::string& path) {
+  std::string target = path;
+  for (int links = 0;; ++links) {
+    struct stat st {};
+    if (::lstat(target.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return target;
+    if (links == 40) throw_errno(quoted(path) + ": cannot follow its symbolic links", ELOOP);
+    std::string next(static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 4096) + 1, '\0');
+    const ssize_t n = ::readlink(target.c_str(), next.data(), next.size());
+    if (n < 0) throw_errno(quoted(path) + ": cannot read symbolic link " + quoted(target), errno);
+    next.resize(static_cast<std::size_t>(n));
+    // A relative link is relative to the directory that holds it.
+    const std::string dir = parent_directory(target);
+    target = next.front() == '/' || dir == "." ? next : dir + "/" + next;
+  }
+}
+
+std::string non_regular_kind(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
 bool is_temporary_file(const std::string& filename) {
   return filename.find(".tmp-") != std::string::npos;
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
-  if (path.empty()) throw IoError("write_file_atomic: empty path");
-  const std::string tmp = temporary_name(path);
-  const std::string where = "write_file_atomic: " + quoted(path);
+  if (path.empty()) throw IoError("cannot write a file: empty path");
+  const std::string target = write_target(path);
+  const std::string where = "cannot write " + quoted(path) +
+                            (target == path ? "" : " (a link to " + quoted(target) + ")");
+  if (const std::string kind = non_regular_kind(target); !kind.empty())
+    throw IoError(where + ": it is " + kind +
+                  "; only a regular file is replaced (nothing was written)");
+  const std::string tmp = temporary_name(target);
   FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
   if (fd.get() < 0) throw_errno(where + ": cannot create temporary file " + quoted(tmp), errno);
   // From here on every failure removes the temporary before throwing.
@@ -95,10 +128,10 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   }
   if (::fsync(fd.get()) != 0) fail("cannot fsync temporary file " + quoted(tmp), errno);
   if (const int err = fd.close(); err != 0) fail("cannot close temporary file " + quoted(tmp), err);
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
+  if (::rename(tmp.c_str(), target.c_str()) != 0)
     fail("cannot rename " + quoted(tmp) + " over it", errno);
 
-  const std::string dir = parent_directory(path);
+  const std::string dir = parent_directory(target);
   FileDescriptor dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() < 0) throw_errno(where + ": cannot open directory " + quoted(dir), errno);
   if (::fsync(dfd.get()) != 0 && errno != EINVAL && errno != ENOTSUP)
@@ -106,7 +139,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 std::string read_file(const std::string& path) {
-  const std::string where = "read_file: " + quoted(path);
+  const std::string where = quoted(path);
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw_errno(where + ": cannot open", errno);
   struct stat st {};

@@ -1,7 +1,7 @@
 // End-to-end tests of odd input found by trying to break `lockstep train` / `eval` as a new user
 // would: absurd model widths (they crashed), empty file-name values (silently ignored), a
 // --checkpoint-dir that is a file (refused only after an epoch), NaN initial weights (trained
-// "fine": relu swallowed NaN) and a signal before training (misleading message).
+// "fine": relu swallowed NaN).
 #include <sys/stat.h>
 
 #include <cmath>
@@ -91,38 +91,7 @@ TEST(CliBreak, NanInitialWeightsAreRefusedBeforeTraining) {
   EXPECT_EQ(r.out, "");
 }
 
-// ---- signals --------------------------------------------------------------------------------
-
-// A signal while the data is still loading stops before epoch 1. The message said "no
-// --checkpoint-dir" although one was given.
-TEST(CliBreak, SignalBeforeTrainingDoesNotDenyTheCheckpointDir) {
-  TempDir dir;
-  const std::string fifo = dir / "fifo.csv";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  Child child(kCli, {"train", "--data", "csv:" + fifo, "--checkpoint-dir", dir / "ck"});
-  // Opening the FIFO for writing returns once lockstep opened it for reading, i.e. inside
-  // load_data, after the signal handlers were installed.
-  // O_NONBLOCK fails (ENXIO) until there is a reader, so a child that never opens it cannot
-  // hang the test.
-  int fd = -1;
-  for (int i = 0; i < 2000 && fd < 0; ++i) {
-    fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GE(fd, 0) << "lockstep did not open " << fifo;
-  ASSERT_EQ(::fcntl(fd, F_SETFL, 0), 0);
-  ASSERT_EQ(::kill(child.pid(), SIGINT), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const std::string rows = "1,2,0\n3,4,1\n5,6,1\n";
-  ASSERT_EQ(::write(fd, rows.data(), rows.size()), static_cast<ssize_t>(rows.size()));
-  ::close(fd);
-  RunResult r = child.wait();
-  EXPECT_EQ(r.status, 130) << r.err;
-  auto lines = lines_of(r.err);
-  ASSERT_EQ(lines.size(), 1u) << r.err;
-  EXPECT_NE(lines[0].find("interrupted by SIGINT before epoch 1"), std::string::npos) << lines[0];
-  EXPECT_EQ(lines[0].find("no --checkpoint-dir"), std::string::npos) << lines[0];
-}
+// A signal before training: see CliSignalsEarly (cli_signals_test.cpp).
 
 }  // namespace
 }  // namespace lockstep::e2e

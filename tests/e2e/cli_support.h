@@ -124,7 +124,7 @@ class Child {
   }
   ~Child() {
     if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
+      if (ended_status_ < 0) ::kill(pid_, SIGKILL);  // not a pid already reaped
       wait();
     }
     std::error_code ec;
@@ -136,10 +136,26 @@ class Child {
   pid_t pid() const { return pid_; }
   /// What the child has written to stdout so far.
   std::string out_so_far() const { return read_text(out_path_); }
+  /// Waits up to `limit` for the child to end: true (then wait() returns at once) or false.
+  bool ended_within(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
+      int wstatus = 0;
+      if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+        ended_status_ = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return ended_status_ >= 0;
+  }
   /// Waits for the child to end and returns its result.
   RunResult wait() {
     RunResult r;
-    if (pid_ > 0) {
+    if (ended_status_ >= 0) {
+      r.status = ended_status_;
+      pid_ = -1;
+    } else if (pid_ > 0) {
       int wstatus = 0;
       ::waitpid(pid_, &wstatus, 0);
       r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
@@ -152,9 +168,25 @@ class Child {
 
  private:
   pid_t pid_ = -1;
+  int ended_status_ = -1;  // set by ended_within()
   fs::path io_dir_;
   std::string out_path_, err_path_;
 };
+
+/// Starts `lockstep args...` with the file `actions` given (which it destroys); returns the pid,
+/// or -1 (a test failure) when it cannot start.
+inline pid_t spawn_cli(const std::vector<std::string>& args, posix_spawn_file_actions_t& actions) {
+  std::vector<std::string> all{kCli};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, kCli.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(rc, 0) << "cannot start " << kCli << ": " << std::strerror(rc);
+  return rc == 0 ? pid : -1;
+}
 
 /// Runs `program args...` to completion (stdin /dev/null, no shell).
 inline RunResult run(const std::string& program, const std::vector<std::string>& args) {

@@ -2,10 +2,16 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -145,13 +151,18 @@ TEST(AtomicFile, FailedWriteRemovesTemporaryAndKeepsOriginal) {
   EXPECT_EQ(dir.names(), std::vector<std::string>{"model.safetensors"});
 }
 
-// rename(2) over a non-empty directory fails: the temporary is removed, the directory stays.
-TEST(AtomicFile, FailedRenameRemovesTemporaryAndKeepsTarget) {
+// A directory is never replaced (rename(2) would replace an empty one): refused before any
+// temporary is created, the directory stays.
+TEST(AtomicFile, DirectoryIsRefusedAndKept) {
   TempDir dir;
   fs::create_directory(dir.file("target"));
   write_file_atomic(dir.file("target/inside"), "keep");
+  fs::create_directory(dir.file("empty"));
   const std::string msg = io_error_message([&] { write_file_atomic(dir.file("target"), "x"); });
-  EXPECT_NE(msg.find("cannot rename"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("it is a directory"), std::string::npos) << msg;
+  io_error_message([&] { write_file_atomic(dir.file("empty"), "x"); });
+  EXPECT_TRUE(fs::is_directory(dir.file("empty")));
+  fs::remove(dir.file("empty"));
   EXPECT_EQ(dir.names(), std::vector<std::string>{"target"});
   EXPECT_EQ(read_file(dir.file("target/inside")), "keep");
 }
@@ -203,4 +214,81 @@ TEST(AtomicFile, ConcurrentWritersNeverExposePartialFiles) {
   done = true;
   reader.join();
   EXPECT_EQ(dir.names(), std::vector<std::string>{"shared"});
+}
+
+// ---- what lies at the path (issue 23): only a regular file or nothing is replaced ----------
+
+// A link is followed: the file it points to gets the bytes, the temporary lies beside that
+// file, and the link stays a link. Relative links resolve against the link's own directory.
+TEST(AtomicFile, WritesThroughSymbolicLinksBesideTheTarget) {
+  TempDir dir;
+  fs::create_directory(dir.file("a"));
+  fs::create_directory(dir.file("b"));
+  write_file_atomic(dir.file("b/model"), "old");
+  fs::create_symlink("../b/model", dir.file("a/link"));
+  fs::create_symlink("a/link", dir.file("chain"));
+  write_file_atomic(dir.file("chain"), "new");
+  EXPECT_TRUE(fs::is_symlink(dir.file("a/link")));
+  EXPECT_TRUE(fs::is_symlink(dir.file("chain")));
+  EXPECT_EQ(read_file(dir.file("b/model")), "new");
+  EXPECT_EQ(lockstep::io::write_target(dir.file("chain")), dir.file("a/../b/model"));
+  std::vector<std::string> in_b;
+  for (const auto& e : fs::directory_iterator(dir.file("b"))) in_b.push_back(e.path().filename());
+  EXPECT_EQ(in_b, std::vector<std::string>{"model"});
+}
+
+// A link whose target does not exist yet: the target is created, the link kept.
+TEST(AtomicFile, DanglingLinkCreatesItsTarget) {
+  TempDir dir;
+  fs::create_symlink(dir.file("later.safetensors"), dir.file("link"));
+  write_file_atomic(dir.file("link"), "bytes");
+  EXPECT_TRUE(fs::is_symlink(dir.file("link")));
+  EXPECT_EQ(read_file(dir.file("later.safetensors")), "bytes");
+}
+
+TEST(AtomicFile, LinkLoopIsAnIoError) {
+  TempDir dir;
+  fs::create_symlink("y", dir.file("x"));
+  fs::create_symlink("x", dir.file("y"));
+  const std::string msg = io_error_message([&] { write_file_atomic(dir.file("x"), "z"); });
+  EXPECT_NE(msg.find(dir.file("x")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("symbolic links"), std::string::npos) << msg;
+}
+
+// A device node, a FIFO and a socket are refused before anything is written, and stay what
+// they were (a rename replaced /dev/full with a regular file; a FIFO's reader got nothing).
+TEST(AtomicFile, DeviceFifoAndSocketAreRefusedAndKept) {
+  TempDir dir;
+  std::vector<std::pair<std::string, std::string>> nodes;  // name, expected kind
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  nodes.emplace_back("fifo", "a FIFO");
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock_path = dir.file("sock");
+  if (sock_path.size() < sizeof addr.sun_path) {
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path.c_str());
+    ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    nodes.emplace_back("sock", "a socket");
+  }
+  // The same device as /dev/full (char 1,7); mknod needs CAP_MKNOD (root, outside some
+  // containers): skipped there, the FIFO and socket still checked.
+  if (::mknod(dir.file("full").c_str(), S_IFCHR | 0600, ::makedev(1, 7)) == 0)
+    nodes.emplace_back("full", "a character device");
+  else
+    std::printf("[ NOTE ] mknod: %s; the device-node case is not checked here\n",
+                std::strerror(errno));
+  fs::create_symlink("fifo", dir.file("to_fifo"));
+  nodes.emplace_back("to_fifo", "a FIFO");
+  for (const auto& [name, kind] : nodes) {
+    SCOPED_TRACE(name);
+    const auto before = fs::symlink_status(dir.file(name)).type();
+    const std::string msg = io_error_message([&] { write_file_atomic(dir.file(name), "x"); });
+    EXPECT_NE(msg.find(dir.file(name)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("it is " + kind), std::string::npos) << msg;
+    EXPECT_EQ(fs::symlink_status(dir.file(name)).type(), before);
+  }
+  ::close(sock);
+  for (const auto& n : dir.names()) EXPECT_FALSE(is_temporary_file(n)) << n;
 }

@@ -6,6 +6,7 @@
 // (exit 4 within --timeout), a killed rank (the job ends at once, non-zero).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <regex>
@@ -251,6 +252,68 @@ TEST(MpiCliFaults, StoppedRankTimesOutWithStatus4) {
   EXPECT_NE(t.r.err.find("rank 1"), std::string::npos) << t.r.err;
 }
 
+/// The pid of the rank `rank` of a job whose ranks have `mark` (NAME=VALUE) in their
+/// environment, or -1.
+pid_t rank_pid(const std::string& mark, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string env = read_text(e.path() / "environ");
+    std::vector<std::string> vars;
+    for (std::size_t p = 0, q; p < env.size(); p = q + 1) {
+      q = env.find('\0', p);
+      if (q == std::string::npos) q = env.size();
+      vars.push_back(env.substr(p, q - p));
+    }
+    auto has = [&](const std::string& v) {
+      return std::find(vars.begin(), vars.end(), v) != vars.end();
+    };
+    if (has(mark) && has("OMPI_COMM_WORLD_RANK=" + std::to_string(rank)))
+      return static_cast<pid_t>(std::stol(e.path().filename().string()));
+  }
+  return -1;
+}
+
+/// The state letter of /proc/PID/stat ('T' stopped), or '?' once it is gone.
+char process_state(pid_t pid) {
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+// Rank 1 stops itself at step 3 (SIGSTOP) and is continued once rank 0 has timed out and left:
+// rank 0 names rank 1 and the step; rank 1 says it was the one stopped, with the step, instead of
+// "no answer from rank 0" (the healthy rank that had given up on it).
+TEST(MpiCliFaults, AStoppedAndContinuedRankIsNamedNotTheHealthyOne) {
+  const std::string mark = "LOCKSTEP_TEST_MARK=" + std::to_string(::getpid()) + "-stopcont";
+  // mpirun ends the job when rank 0 leaves: SIGCONT and SIGTERM to rank 1, then SIGKILL after
+  // odls_base_sigkill_timeout (1 s by default, less than rank 1's roll call): 4 s here.
+  Child job(LOCKSTEP_MPIEXEC, {"-np", "2", "--mca", "odls_base_sigkill_timeout", "4", "-x",
+                               "LOCKSTEP_TEST_FAULT=hang:1:3", "-x", mark, kCli, "train",
+                               "--epochs", "3", "--timeout", "4"});
+  pid_t zero = -1, one = -1;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while ((zero < 0 || one < 0 || process_state(one) != 'T') && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (zero < 0) zero = rank_pid(mark, 0);
+    if (one < 0) one = rank_pid(mark, 1);
+  }
+  ASSERT_GT(one, 0) << "rank 1 not found";
+  ASSERT_EQ(process_state(one), 'T') << "rank 1 did not stop";
+  while (process_state(zero) != '?' && process_state(zero) != 'Z' && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // rank 0 times out and leaves
+  ::kill(one, SIGCONT);
+  const RunResult r = job.wait();
+  EXPECT_EQ(r.status, 4) << r.err;
+  const std::regex zero_line(R"(rank 0: mpi [a-z_]+ timed out after 4 s on rank 0 of 2: no answer )"
+                             R"(from rank 1 \(hung, stopped or dead\) \(at epoch 1 step 3 )");
+  EXPECT_TRUE(std::regex_search(r.err, zero_line)) << r.err;
+  EXPECT_NE(r.err.find("rank 1: this rank was stopped (SIGSTOP or SIGTSTP) and continued; "
+                       "meanwhile the other ranks timed out waiting for it and ended the job (at "
+                       "epoch 1 step 3 "),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("no answer from rank 0"), std::string::npos) << r.err;
+}
+
 TEST(MpiCliFaults, KilledRankEndsTheJobAtOnce) {
   Timed t = faulty("die:1:3");
   EXPECT_NE(t.r.status, 0) << t.r.err;
@@ -267,9 +330,41 @@ TEST(MpiCli, RanksStartedWithDifferentFlagsAreRefused) {
   t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_EQ(t.r.status, 2) << t.r.err;
   EXPECT_LT(t.seconds, 30.0);
-  EXPECT_NE(t.r.err.find("rank 1 started with other training flags or data than rank 0"),
+  EXPECT_NE(t.r.err.find("rank 1 started with other training flags or data than rank 0: "
+                         "--lr=0.01 on rank 1, --lr=0.1 on rank 0"),
             std::string::npos)
       << t.r.err;
+}
+
+// A flag that changes what the ranks do, given to one rank only, is refused before training
+// (it trained a whole epoch, then failed with "different collectives", exit 4), naming the flag
+// and both values; --save, which rank 0 alone acts on, may be given to rank 0 only (the job
+// waited at a barrier rank 1 never reached).
+TEST(MpiCli, AFlagGivenToOneRankOnlyIsRefusedBeforeTrainingButSaveMayBe) {
+  TempDir dir;
+  const std::vector<std::string> common{"train", "--epochs", "1", "--timeout", "10"};
+  auto mpmd = [&](const std::vector<std::string>& rank0, const std::vector<std::string>& rank1) {
+    std::vector<std::string> a{"-np", "1", kCli};
+    a = a + common + rank0 + std::vector<std::string>{":", "-np", "1", kCli} + common + rank1;
+    Timed t;
+    const auto start = Clock::now();
+    t.r = run(LOCKSTEP_MPIEXEC, a);
+    t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return t;
+  };
+  Timed t = mpmd({}, {"--checkpoint-dir", dir / "ck"});
+  EXPECT_EQ(t.r.status, 2) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_EQ(t.r.out.find("epoch 1/1"), std::string::npos) << t.r.out;
+  EXPECT_NE(t.r.err.find("--checkpoint-dir=" + (dir / "ck") +
+                         " on rank 1, --checkpoint-dir=(not given) on rank 0"),
+            std::string::npos)
+      << t.r.err;
+  EXPECT_FALSE(fs::exists(dir / "ck/epoch-0001.safetensors"));
+  t = mpmd({"--save", dir / "w"}, {});
+  EXPECT_EQ(t.r.status, 0) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_TRUE(fs::exists(dir / "w"));
 }
 
 // Without validation data (--val-fraction 0) the ranks' setup check compares the shapes of

@@ -1,0 +1,165 @@
+// The memory a training run needs (see memory_budget.h).
+#include "memory_budget.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/core/error.h"
+#include "lockstep/nn/sequential.h"
+#include "lockstep/ops/ops.h"
+#include "message_text.h"
+
+namespace lockstep::app {
+namespace {
+
+constexpr long double kFloat = 4.0L;
+constexpr long double kEvalBudget = 256.0L * 1024 * 1024;
+constexpr std::int64_t kEvalMaxRows = 8192;
+// Per thread that runs kernels (each device's worker and the main thread): OpenBLAS's buffer
+// (128 MiB: it loops retrying when an address-space limit denies it), the stack, the allocator's
+// arena.
+constexpr long double kPerThread = 144.0L * 1024 * 1024;
+
+/// The number after `key` in a "Key:   123 kB" file (/proc/meminfo, /proc/self/status), in bytes.
+std::optional<long double> kib_field(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) {
+      std::istringstream s(line.substr(key.size()));
+      long double kib = 0;
+      if (s >> kib) return kib * 1024.0L;
+    }
+  return std::nullopt;
+}
+
+/// A number alone in a file (cgroup files); unset for "max", a missing file or a limit too large
+/// to mean anything (cgroup v1 writes 2^63 - 4096 for none).
+std::optional<long double> number_in(const std::string& path) {
+  std::ifstream in(path);
+  long double v = 0;
+  if (!(in >> v) || v >= 1e18L) return std::nullopt;
+  return v;
+}
+
+/// The cgroup (v2, else v1) directory of this process's memory controller.
+std::optional<AvailableMemory> cgroup_room() {
+  std::ifstream self("/proc/self/cgroup");
+  std::string v2 = "/sys/fs/cgroup";
+  for (std::string line; std::getline(self, line);)
+    if (line.rfind("0::", 0) == 0) v2 += line.substr(3);
+  for (const std::string& dir : {v2, std::string("/sys/fs/cgroup")}) {
+    const auto limit = number_in(dir + "/memory.max");
+    const auto used = number_in(dir + "/memory.current");
+    if (limit && used)
+      return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.max"};
+  }
+  const std::string v1 = "/sys/fs/cgroup/memory";
+  const auto limit = number_in(v1 + "/memory.limit_in_bytes");
+  const auto used = number_in(v1 + "/memory.usage_in_bytes");
+  if (limit && used)
+    return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.limit_in_bytes"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<AvailableMemory> available_memory() {
+  std::optional<AvailableMemory> best;
+  auto consider = [&best](std::optional<AvailableMemory> a) {
+    if (a && (!best || a->bytes < best->bytes)) best = a;
+  };
+  if (const auto avail = kib_field("/proc/meminfo", "MemAvailable:"))
+    consider(AvailableMemory{*avail, "MemAvailable"});
+  consider(cgroup_room());
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const long double size = kib_field("/proc/self/status", "VmSize:").value_or(0.0L);
+    consider(
+        AvailableMemory{std::max(0.0L, static_cast<long double>(as.rlim_cur) - size), "ulimit -v"});
+  }
+  return best;
+}
+
+MemoryNeed mlp_memory_need(const MlpSpec& spec) {
+  MemoryNeed need;
+  for (std::size_t i = 0; i + 1 < spec.sizes.size(); ++i) {
+    const auto in = static_cast<long double>(spec.sizes[i]);
+    const auto out = static_cast<long double>(spec.sizes[i + 1]);
+    need.params += in * out + out;
+    need.activations_per_sample += 2.0L * out;  // the Linear's output and its activation's
+  }
+  return need;
+}
+
+MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data) {
+  MemoryNeed need;
+  for (const Tensor& p : model.parameters()) need.params += static_cast<long double>(p.numel());
+  if (dynamic_cast<nn::Sequential*>(&model) == nullptr) return need;
+  std::vector<std::int64_t> sample = data.train_x.shape().vec();
+  sample[0] = 2;  // two samples: BatchNorm needs more than one value per channel
+  NoGradGuard no_grad;
+  model.eval();
+  Tensor out = zeros(Shape(sample));
+  for (const auto& layer : model.children()) {
+    out = layer->forward(out);
+    need.activations_per_sample += static_cast<long double>(out.numel()) / 2.0L;
+  }
+  model.train();
+  return need;
+}
+
+std::int64_t eval_chunk_rows(const MemoryNeed& need) {
+  if (need.activations_per_sample <= 0) return kEvalMaxRows;
+  const long double rows = kEvalBudget / (need.activations_per_sample * kFloat);
+  return rows >= kEvalMaxRows ? kEvalMaxRows
+                              : std::max<std::int64_t>(1, static_cast<std::int64_t>(rows));
+}
+
+void check_training_memory(const std::string& what, const MemoryNeed& need, std::int64_t replicas,
+                           int optimizer_slots, std::int64_t batch, const std::string& note) {
+  const std::optional<AvailableMemory> have = available_memory();
+  if (!have) return;  // unknown: let the allocator decide
+  const long double weights = need.params * kFloat;
+  const long double grad_copies = static_cast<long double>(replicas > 1 ? replicas + 1 : 1);
+  const long double state = weights * (1.0L + grad_copies + optimizer_slots);
+  const long double activations =
+      need.activations_per_sample * kFloat * 2.0L * static_cast<long double>(batch);
+  const long double evaluation = std::min(
+      kEvalBudget, need.activations_per_sample * kFloat * static_cast<long double>(kEvalMaxRows));
+  const long double runtime = kPerThread * static_cast<long double>(replicas + 1);
+  const long double total = state + activations + evaluation + runtime;
+  if (total <= have->bytes) return;
+  char count[64];
+  std::snprintf(count, sizeof count, need.params < 1e15L ? "%.0Lf" : "%.3Lg", need.params);
+  throw ValueError(what + ": training needs about " + human_bytes(total) +
+                   " of memory, more than the " + human_bytes(have->bytes) + " available (" +
+                   have->source + "): the weights of " + count + " parameters (" +
+                   human_bytes(weights) + "), their gradients (" +
+                   (replicas > 1 ? std::to_string(replicas) + " devices' and the reduced ones"
+                                 : std::string("one copy")) +
+                   ") and optimizer state (" + std::to_string(optimizer_slots) + " per weight): " +
+                   human_bytes(state) + "; the activations of a batch of " + std::to_string(batch) +
+                   ": " + human_bytes(activations) + "; evaluation: " + human_bytes(evaluation) +
+                   "; BLAS buffers and threads: " + human_bytes(runtime) +
+                   " (use a smaller --model or --batch-size, or fewer --devices)" + note);
+}
+
+MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
+                            std::int64_t replicas, nn::Module* model) {
+  if ((model == nullptr) != spec.mlp.has_value()) return {};
+  const MemoryNeed need = spec.mlp ? mlp_memory_need(*spec.mlp) : model_memory_need(*model, data);
+  const int slots = o.optimizer == "sgd" ? (o.momentum != 0 ? 1 : 0) : 2;
+  const std::string note =
+      o.model.spec.empty() ? default_mlp_note(data.features, data.classes, data.train_name) : "";
+  check_training_memory(spec.mlp ? "--model " + spec.mlp->str() : spec.where + " " + spec.str(),
+                        need, replicas, slots, std::min(o.batch_size, data.train_x.size(0)), note);
+  return need;
+}
+
+}  // namespace lockstep::app

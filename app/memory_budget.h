@@ -1,0 +1,61 @@
+// The memory a training run needs, checked before it allocates (issue 23): a model that did not
+// fit passed a check that counted two copies of its weights against the machine's RAM, then
+// thrashed and took the host down (OOM killer, status 137, no message). The estimate counts the
+// weights (CPU replicas read the master's in place), every replica's gradients and the reduced
+// ones, the optimizer state, and the activations of one batch (kept for backward, and their
+// gradients) plus one evaluation chunk and 144 MiB per kernel thread (OpenBLAS's buffer, the
+// stack), against the memory actually available: the smallest of
+// MemAvailable, the cgroup's limit less its usage, and `ulimit -v` less this process's size.
+// Evaluation (validation, `lockstep eval`) runs in chunks whose activations stay under 256 MiB.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "data_source.h"
+#include "lockstep/nn/module.h"
+#include "model_spec.h"
+#include "options.h"
+
+namespace lockstep::app {
+
+/// Parameters and the float32 values one sample's forward produces (every layer's output).
+struct MemoryNeed {
+  long double params = 0.0L, activations_per_sample = 0.0L;
+};
+
+/// Memory this process may still use, and which limit that is ("MemAvailable", "the cgroup's
+/// memory.max", "ulimit -v"); unset when none is known.
+struct AvailableMemory {
+  long double bytes = 0.0L;
+  std::string source;
+};
+std::optional<AvailableMemory> available_memory();
+
+/// An mlp's need from its widths (each Linear's output and its activation's).
+MemoryNeed mlp_memory_need(const MlpSpec& spec);
+
+/// A built model's need: its parameters, and for a chain of layers (nn::Sequential: layer lists)
+/// the outputs of one sample's eval-mode forward through its children; models whose forward is
+/// not such a chain (resnet20) count their parameters only.
+MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data);
+
+/// Rows per evaluation forward: as many as keep `need`'s activations under 256 MiB, from 1 to
+/// 8192.
+std::int64_t eval_chunk_rows(const MemoryNeed& need);
+
+/// The run's check, made twice by `lockstep train`: with `model` null, before the model is built,
+/// for an mlp (from its widths: an absurd one is refused before it is allocated); with the built
+/// `model`, for any other model (measured). `replicas`: the devices of this process. Returns the
+/// need (zero when this call had nothing to check), for eval_chunk_rows.
+MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
+                            std::int64_t replicas, nn::Module* model);
+
+/// ValueError naming `what` (the --model), the estimate and its parts, the memory available and
+/// its source, when training `need` on `replicas` devices with `optimizer_slots` state tensors per
+/// parameter and batches of `batch` does not fit; `note` is appended (the default-model note).
+void check_training_memory(const std::string& what, const MemoryNeed& need, std::int64_t replicas,
+                           int optimizer_slots, std::int64_t batch, const std::string& note);
+
+}  // namespace lockstep::app

@@ -65,9 +65,11 @@ double parse_hex_double(const std::map<std::string, std::string>& md, const std:
 std::optional<std::pair<std::int64_t, std::int64_t>> order_key(const std::string& name) {
   static const std::regex epoch_end(R"(epoch-(\d{4,})\.safetensors)");
   static const std::regex mid_epoch(R"(epoch-(\d{4,})-batch-(\d{6,})\.safetensors)");
+  static const std::regex iteration(R"(iter-(\d{6,})\.safetensors)");
   std::smatch m;
   try {
     if (std::regex_match(name, m, epoch_end)) return std::make_pair(std::stoll(m[1]), 0LL);
+    if (std::regex_match(name, m, iteration)) return std::make_pair(std::stoll(m[1]), 0LL);
     if (std::regex_match(name, m, mid_epoch))
       return std::make_pair(std::stoll(m[1]) - 1, std::stoll(m[2]));
   } catch (const std::out_of_range&) {
@@ -79,7 +81,10 @@ std::optional<std::pair<std::int64_t, std::int64_t>> order_key(const std::string
 
 std::string checkpoint_filename(const TrainingPosition& p) {
   char buf[96];
-  if (p.batch_in_epoch == 0)
+  if (p.by_iteration)
+    std::snprintf(buf, sizeof buf, "iter-%06lld.safetensors",
+                  static_cast<long long>(p.global_step));
+  else if (p.batch_in_epoch == 0)
     std::snprintf(buf, sizeof buf, "epoch-%04lld.safetensors",
                   static_cast<long long>(p.epochs_done));
   else
@@ -99,7 +104,7 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
   for (const auto& [name, t] : model) tensors.emplace_back(name, t);
   for (const auto& [name, t] : optimizer) tensors.emplace_back(kOptimizerPrefix + name, t);
   for (const auto& [name, t] : scheduler) tensors.emplace_back(kSchedulerPrefix + name, t);
-  const std::map<std::string, std::string> metadata{
+  std::map<std::string, std::string> metadata{
       {"format", kFormat},
       {"epoch", std::to_string(p.epochs_done)},
       {"batch_in_epoch", std::to_string(p.batch_in_epoch)},
@@ -112,6 +117,8 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
       {"seed", std::to_string(p.seed)},
       {"flags", p.flags},
   };
+  if (p.by_iteration) metadata["unit"] = "iteration";
+  for (const auto& [key, value] : p.extra) metadata.emplace(key, value);
   const std::string path = (fs::path(dir) / checkpoint_filename(p)).string();
   safetensors::save_file(tensors, path, metadata);
   return path;
@@ -171,6 +178,13 @@ Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
   p.generator_offset = parse_int<std::uint64_t>(md, "generator_offset", path);
   p.seed = parse_int<std::uint64_t>(md, "seed", path);
   p.flags = metadata_value(md, "flags", path);
+  p.by_iteration = md.count("unit") > 0 && md.at("unit") == "iteration";
+  for (const auto& [key, value] : md)
+    if (key != "format" && key != "epoch" && key != "batch_in_epoch" && key != "global_step" &&
+        key != "dp_step_count" && key != "epoch_loss_sum" && key != "epoch_samples" &&
+        key != "generator_seed" && key != "generator_offset" && key != "seed" && key != "flags" &&
+        key != "unit")
+      p.extra.emplace(key, value);
   if (p.epochs_done < 0 || p.batch_in_epoch < 0 || p.global_step < 0 || p.epoch_samples < 0)
     throw DataError(path + ": negative training position in metadata");
   return c;

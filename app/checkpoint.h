@@ -6,10 +6,13 @@
 //
 // Names: `epoch-0003.safetensors` after epoch 3 ended; `epoch-0004-batch-000120.safetensors`
 // when a run was interrupted (SIGINT/SIGTERM) after batch 120 of epoch 4. --resume continues
-// from the newest one, ordered by (complete epochs, batches into the next epoch).
+// from the newest one, ordered by (complete epochs, batches into the next epoch). gpt: models
+// train by iterations: `iter-000250.safetensors` after step 250 (at an evaluation or a signal),
+// ordered by the step.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +43,12 @@ struct TrainingPosition {
   std::uint64_t seed = 0;
   /// The flags that shape the trajectory, one `--flag=value` per line (see train_resume.cpp).
   std::string flags;
+  /// A run by iterations (gpt: models; metadata "unit": "iteration"): global_step is the
+  /// position, the file is iter-NNNNNN.safetensors.
+  bool by_iteration = false;
+  /// More metadata written as given and read back (every key not above): a gpt: model's
+  /// vocabulary and model (text_data.h, gpt_spec.h) and its window generator's offset.
+  std::map<std::string, std::string> extra;
 };
 
 /// Everything a checkpoint holds.
@@ -49,7 +58,8 @@ struct Checkpoint {
   std::string path;
 };
 
-/// "epoch-0003.safetensors" (epoch end) or "epoch-0004-batch-000120.safetensors" (mid-epoch).
+/// "epoch-0003.safetensors" (epoch end), "epoch-0004-batch-000120.safetensors" (mid-epoch) or
+/// "iter-000250.safetensors" (by_iteration).
 std::string checkpoint_filename(const TrainingPosition& position);
 
 /// Writes DIR/checkpoint_filename(position) atomically (creating DIR when missing) and returns
@@ -58,7 +68,8 @@ std::string write_checkpoint(const std::string& dir, const StateDict& model,
                              const StateDict& optimizer, const StateDict& scheduler,
                              const TrainingPosition& position);
 
-/// The newest checkpoint in `dir` by (complete epochs, batches into the next epoch), ignoring
+/// The newest checkpoint in `dir` by (complete epochs, batches into the next epoch), or by
+/// iteration for iter-NNNNNN files, ignoring
 /// temporary files (io::is_temporary_file) and every other name; unset when there is none.
 /// IoError naming `dir` when it cannot be listed.
 std::optional<std::string> find_latest_checkpoint(const std::string& dir);

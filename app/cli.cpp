@@ -66,6 +66,7 @@ std::unique_ptr<CLI::App> make_cli(CliOptions& options) {
       "data error, 3 NaN/Inf training loss, 4 distributed failure, 130/143 interrupted.");
   add_train_command(*app, options);
   add_eval_command(*app, options);
+  add_generate_command(*app, options);
   return app;
 }
 
@@ -89,9 +90,9 @@ std::string describe_parse_error(const CLI::ParseError& error, const CLI::App& a
   } else if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr &&
              what.rfind("A subcommand", 0) == 0) {
     std::vector<std::string> rest = app.remaining();
-    message = rest.empty() ? "missing command: expected 'train' or 'eval'"
+    message = rest.empty() ? "missing command: expected 'train', 'eval' or 'generate'"
                            : "unknown command " + single_quoted(rest.front()) +
-                                 ": expected 'train' or 'eval'";
+                                 ": expected 'train', 'eval' or 'generate'";
   } else if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr) {
     message = what;  // a required option is missing
   } else if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr &&

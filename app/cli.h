@@ -1,4 +1,4 @@
-// The `lockstep` command line: its CLI11 definition (`lockstep train`, `lockstep eval`), the
+// The `lockstep` command line: its CLI11 definition (`lockstep train`, `eval`, `generate`), the
 // value checks with our own wording, and the translation of CLI11's errors into one
 // `lockstep: error: ...` line. Exit statuses: exit_status.h.
 #pragma once
@@ -12,13 +12,14 @@
 namespace lockstep::app {
 
 /// Which subcommand the command line selected.
-enum class Command { None, Train, Eval };
+enum class Command { None, Train, Eval, Generate };
 
 /// Everything parsed from the command line; filled in by the CLI11 callbacks.
 struct CliOptions {
   Command command = Command::None;
   TrainOptions train;
   EvalOptions eval;
+  GenerateOptions generate;
 };
 
 /// "lockstep <version>" then the backends this build contains and those it does not: threads
@@ -26,9 +27,9 @@ struct CliOptions {
 /// LOCKSTEP_VERSION compile definition (the CMake project version).
 std::string version_text();
 
-/// Builds the whole command line (`lockstep [--version] <train|eval> [flags]`), with `options`
-/// receiving the parsed values. `options` must outlive the returned app. Every flag's help text
-/// ends with its default.
+/// Builds the whole command line (`lockstep [--version] <train|eval|generate> [flags]`), with
+/// `options` receiving the parsed values. `options` must outlive the returned app. Every flag's
+/// help text ends with its default.
 std::unique_ptr<CLI::App> make_cli(CliOptions& options);
 
 /// The one-line, user-facing text for a CLI11 parse error, without the `lockstep: error: `

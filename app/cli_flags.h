@@ -19,6 +19,16 @@ void add_dist_flags(CLI::App& app, DistOptions& d);
 /// --model, --activation, --dropout (shared by train and eval).
 void add_model_flags(CLI::App& app, ModelOptions& m);
 
+/// --max-iters, --eval-interval, --eval-iters, --warmup-iters, --min-lr, --lr-decay-iters
+/// (train, gpt: models; cli_iteration_flags.cpp).
+void add_iteration_flags(CLI::App& train, TrainOptions& c);
+
+/// After parsing: which epoch-only and iteration-only flags were given, and --optimizer.
+void record_given_flags(const CLI::App& train, TrainOptions& c);
+
+/// Adds the `generate` subcommand and its flags (cli_generate.cpp).
+void add_generate_command(CLI::App& app, CliOptions& options);
+
 /// Adds the `train` subcommand and its flags.
 void add_train_command(CLI::App& app, CliOptions& options);
 

@@ -18,7 +18,8 @@ void add_data_flags(CLI::App& app, DataOptions& d) {
                  "Debian's dataset-fashion-mnist; validates on "
                  "its 10,000 test images), fashion-mnist:DIR, idx:TRAIN_IMAGES,TRAIN_LABELS[,"
                  "VAL_IMAGES,VAL_LABELS] (MNIST-format IDX, gzipped or not) or csv:TRAIN[,VAL] "
-                 "(numeric features and an integer label column)") +
+                 "(numeric features and an integer label column); for gpt: models text:FILE "
+                 "(UTF-8 characters) or text-bytes:FILE (any bytes)") +
              dflt("synthetic"))
       ->check(parser_check([](const std::string& t) { parse_data_spec(t); }, "SPEC"));
   app.add_option("--label-column", d.label_column,
@@ -29,12 +30,13 @@ void add_data_flags(CLI::App& app, DataOptions& d) {
          "--val-fraction", [&d](double v) { d.val_fraction = v; },
          "Without a validation file, hold out the last F of the rows (floor(N*F) rows) for "
          "validation; 0 turns validation off (also for data with a validation part)" +
-             dflt("0.2 for data without a validation part"))
+             dflt("0.2 for data without a validation part, 0.1 for text (the last 10 % of the "
+                  "tokens)"))
       ->check(fraction())
       ->type_name("F");
   app.add_option("--seed", d.seed,
                  "Seed of the default generator (synthetic data, then the initial parameters), "
-                 "the shuffle and the dropout masks" +
+                 "the shuffle, the dropout masks and a gpt: model's windows" +
                      dflt("0"))
       ->check(unsigned_integer());
 }
@@ -69,7 +71,9 @@ void add_model_flags(CLI::App& app, ModelOptions& m) {
                  "them from a file; cnn is the main job's CNN for 28x28 images; resnet20 is "
                  "ResNet-20 (He et "
                  "al. 2016's CIFAR ResNet with torchvision's names, nn::resnet20) for images of "
-                 "any size, input channels from the data, 10 classes" +
+                 "any size, input channels from the data, 10 classes; "
+                 "gpt:layers=L,heads=H,embd=C,block=T[,bias=true,dropout=P] is nanoGPT's GPT "
+                 "for text data (--data text:FILE), trained by iterations (--max-iters)" +
                      dflt("mlp:IN,5,C for synthetic data, mlp:IN,256,C otherwise"))
       ->check(parser_check(
           [](const std::string& t) {

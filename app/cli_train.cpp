@@ -13,12 +13,16 @@ void add_train_command(CLI::App& app, CliOptions& options) {
   CLI::App* train =
       app.add_subcommand("train",
                          "Train a classifier (an MLP, a layer list such as the cnn preset, "
-                         "or resnet20) data-parallel over the given devices");
+                         "or resnet20) by epochs, or a gpt: language model on a text file by "
+                         "iterations, data-parallel over the given devices");
   TrainOptions& c = options.train;
   add_data_flags(*train, c.data);
   add_model_flags(*train, c.model);
   add_dist_flags(*train, c.dist);
-  train->add_option("--optimizer", c.optimizer, "sgd, adam or adamw" + dflt("sgd"))
+  train
+      ->add_option(
+          "--optimizer", c.optimizer,
+          "sgd, adam or adamw (gpt: models: adam or adamw)" + dflt("sgd; adamw for gpt: models"))
       ->check(one_of({"sgd", "adam", "adamw"}));
   train
       ->add_option_function<double>(
@@ -35,7 +39,9 @@ void add_train_command(CLI::App& app, CliOptions& options) {
   train
       ->add_option_function<double>(
           "--weight-decay", [&c](double v) { c.weight_decay = v; },
-          "Weight decay (L2 for sgd/adam, decoupled for adamw)" + dflt("0; 0.01 for adamw"))
+          "Weight decay (L2 for sgd/adam, decoupled for adamw; with gpt: models on the tensors "
+          "with >= 2 dimensions only, nanoGPT's groups)" +
+              dflt("0; 0.01 for adamw"))
       ->check(finite_number(false))
       ->type_name("FLOAT>=0");
   train
@@ -53,7 +59,9 @@ void add_train_command(CLI::App& app, CliOptions& options) {
   train
       ->add_option("--lr-schedule", c.lr_schedule,
                    "Per-epoch LR schedule: constant, step:EVERY:GAMMA (StepLR: lr x GAMMA every "
-                   "EVERY epochs) or cosine (CosineAnnealingLR, T_max = --epochs, eta_min 0)" +
+                   "EVERY epochs) or cosine (CosineAnnealingLR, T_max = --epochs, eta_min 0); "
+                   "with gpt: models constant or cosine = nanoGPT's get_lr per iteration "
+                   "(--warmup-iters, --min-lr, --lr-decay-iters)" +
                        dflt("constant"))
       ->check(parser_check([](const std::string& t) { parse_lr_schedule(t); }, "SCHEDULE"));
   train
@@ -70,13 +78,16 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       ->check(integer_at_least(1));
   train
       ->add_option("--batch-size", c.batch_size,
-                   "Global batch size, split over the devices; the last batch of an epoch may "
-                   "be smaller" +
+                   "Global batch size, split over the devices (and ranks); the last batch of an "
+                   "epoch may be smaller; gpt: models: random windows of block + 1 tokens per "
+                   "step" +
                        dflt("32"))
       ->check(integer_at_least(1));
   train
       ->add_option("--epochs", c.epochs,
-                   "Total epochs (a resumed run continues up to this many)" + dflt("10"))
+                   "Total epochs (a resumed run continues up to this many); refused with gpt: "
+                   "models (see --max-iters)" +
+                       dflt("10"))
       ->check(integer_at_least(1));
   train->add_flag("--no-shuffle", c.no_shuffle,
                   "Batches in file order, last partial batch kept (otherwise a fresh permutation "
@@ -158,9 +169,10 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       ->add_option(
           "--checkpoint-dir", c.checkpoint_dir,
           "After every epoch write DIR/epoch-NNNN.safetensors (model, optimizer, "
-          "scheduler, position); on SIGINT/SIGTERM/SIGHUP a mid-epoch checkpoint. A fresh run "
-          "refuses a DIR that holds checkpoints (use --resume or a new DIR); one run "
-          "at a time (a lock)" +
+          "scheduler, position); on SIGINT/SIGTERM/SIGHUP a mid-epoch checkpoint; gpt: models: "
+          "DIR/iter-NNNNNN.safetensors at every evaluation and on SIGINT/SIGTERM/SIGHUP, with "
+          "the vocabulary and model in its metadata. A fresh run refuses a DIR that holds "
+          "checkpoints (use --resume or a new DIR); one run at a time (a lock)" +
               dflt("none"))
       ->check(file_name("DIR"))
       ->type_name("DIR");
@@ -171,12 +183,14 @@ void add_train_command(CLI::App& app, CliOptions& options) {
   train
       ->add_option("--metrics", c.metrics,
                    "Append one JSON object per epoch (epoch, train_loss, val_loss, "
-                   "val_accuracy, samples_per_second, seconds, devices, world_size); a fresh "
-                   "run starts the file anew" +
+                   "val_accuracy, samples_per_second, seconds, devices, world_size), for gpt: "
+                   "models per evaluation (iter, train_loss, val_loss, tokens_per_second, lr, "
+                   "devices, world_size); a fresh run starts the file anew" +
                        dflt("none"))
       ->check(file_name("FILE"))
       ->type_name("FILE");
   train->add_flag("--quiet", c.quiet, "Print only the final summary line" + dflt("off"));
+  add_iteration_flags(*train, c);
   for (CLI::Option* opt : train->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   train->footer(
@@ -184,6 +198,12 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       "  epoch 3/10 train_loss 0.4123 val_loss 0.4410 val_acc 0.8421 samples/s 51234\n"
       "(val_loss and val_acc read n/a without validation), then always the summary\n"
       "  done: 10 epochs, val_loss 0.3312 val_acc 0.8812, 41.2 s, devices=cpu:0,cpu:1 "
+      "world_size=1\n"
+      "gpt: models (--data text:FILE or text-bytes:FILE, --model gpt:layers=L,heads=H,embd=C,"
+      "block=T[,bias=true,dropout=P]) train by iterations: one line per evaluation, e.g.\n"
+      "  iter 250/5000 train_loss 1.9812 val_loss 2.0511 lr 0.000994 tokens/s 9123\n"
+      "then the summary\n"
+      "  done: 5000 iterations, val_loss 1.4403, 512.3 s, tokens/s 9870, devices=cpu:0,cpu:1 "
       "world_size=1\n"
       "Exit status: 0 success, 1 internal error, 2 usage or data error, 3 NaN/Inf training "
       "loss, 4 distributed failure, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.");
@@ -197,6 +217,7 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       if (train->count(flag) > 0) t.sgd_flags_given.emplace_back(flag);
     for (const char* flag : {"--betas", "--eps"})
       if (train->count(flag) > 0) t.adam_flags_given.emplace_back(flag);
+    record_given_flags(*train, t);
   });
 }
 

@@ -38,6 +38,9 @@ bool DataSpec::has_validation_part() const {
       return paths.size() == 4;
     case Kind::Csv:
       return paths.size() == 2;
+    case Kind::Text:
+    case Kind::TextBytes:
+      return false;
   }
   return false;
 }
@@ -45,7 +48,7 @@ bool DataSpec::has_validation_part() const {
 DataSpec parse_data_spec(const std::string& text) {
   const std::string usage =
       "expected synthetic, fashion-mnist[:DIR], idx:TRAIN_IMAGES,TRAIN_LABELS[,VAL_IMAGES,"
-      "VAL_LABELS] or csv:TRAIN[,VAL], got '" +
+      "VAL_LABELS], csv:TRAIN[,VAL], text:FILE or text-bytes:FILE, got '" +
       text + "'";
   DataSpec spec;
   auto with_paths = [&](std::size_t prefix, std::initializer_list<std::size_t> counts) {
@@ -68,6 +71,11 @@ DataSpec parse_data_spec(const std::string& text) {
   } else if (text.rfind("idx:", 0) == 0) {
     spec.kind = DataSpec::Kind::Idx;
     with_paths(4, {2, 4});
+  } else if (text.rfind("text:", 0) == 0 || text.rfind("text-bytes:", 0) == 0) {
+    const bool bytes = text.rfind("text-bytes:", 0) == 0;
+    spec.kind = bytes ? DataSpec::Kind::TextBytes : DataSpec::Kind::Text;
+    spec.paths = {text.substr(bytes ? 11 : 5)};
+    if (spec.paths[0].empty()) throw ValueError(usage + " (empty file name)");
   } else if (text.rfind("csv:", 0) == 0) {
     spec.kind = DataSpec::Kind::Csv;
     with_paths(4, {1, 2});
@@ -95,6 +103,10 @@ LoadedData load_data(const DataOptions& options) {
                        "applies)");
   }
 
+  if (spec.kind == DataSpec::Kind::Text || spec.kind == DataSpec::Kind::TextBytes)
+    throw ValueError("--data " + options.spec +
+                     " is a text: it trains gpt: models (--model gpt:layers=L,heads=H,embd=C,"
+                     "block=T) and is sampled with lockstep generate");
   LoadedData d;
   switch (spec.kind) {
     case DataSpec::Kind::Synthetic:
@@ -141,6 +153,9 @@ LoadedData load_data(const DataOptions& options) {
       }
       break;
     }
+    case DataSpec::Kind::Text:
+    case DataSpec::Kind::TextBytes:
+      break;  // refused above
   }
 
   d.features = d.train_x.size(1);

@@ -13,10 +13,11 @@ namespace lockstep::app {
 
 /// A parsed --data value.
 struct DataSpec {
-  enum class Kind { Synthetic, FashionMnist, Idx, Csv };
+  enum class Kind { Synthetic, FashionMnist, Idx, Csv, Text, TextBytes };
   Kind kind = Kind::Synthetic;
   /// synthetic: none; fashion-mnist: the directory; idx: 2 or 4 files (train images, train
-  /// labels[, validation images, validation labels]); csv: 1 or 2 files (train[, validation]).
+  /// labels[, validation images, validation labels]); csv: 1 or 2 files (train[, validation]);
+  /// text, text-bytes: the file (text_data.h; trains gpt: models, not load_data's rows).
   std::vector<std::string> paths;
   /// True when the data brings its own validation part (Fashion-MNIST's test set, idx with 4
   /// files, csv with 2 files).
@@ -24,8 +25,8 @@ struct DataSpec {
 };
 
 /// Parses `synthetic`, `fashion-mnist`, `fashion-mnist:DIR`, `idx:TI,TL[,VI,VL]`,
-/// `csv:TRAIN[,VAL]`. Throws ValueError naming the text for anything else (unknown kind, wrong
-/// number of paths, an empty path).
+/// `csv:TRAIN[,VAL]`, `text:FILE`, `text-bytes:FILE`. Throws ValueError naming the text for
+/// anything else (unknown kind, wrong number of paths, an empty path).
 DataSpec parse_data_spec(const std::string& text);
 
 /// Rows ready for training: features [N, F] float32 and labels [N] int64 for each part.
@@ -56,8 +57,8 @@ void draw_synthetic(std::uint64_t seed, Tensor& x, Tensor& y);
 /// F = 0 turns validation off, as the reference program's 800/200 split of 1000 rows). Data with
 /// a validation part uses it, or none with --val-fraction 0.
 /// Throws IoError (unreadable file) and DataError (malformed file, feature counts of the parts
-/// differ) naming the file, ValueError for a bad spec or fraction, or a split leaving no
-/// training row.
+/// differ) naming the file, ValueError for a bad spec or fraction, a split leaving no
+/// training row, or text data (which trains gpt: models only, see text_data.h).
 LoadedData load_data(const DataOptions& options);
 
 /// All rows of `data` (training rows then validation rows), for `lockstep eval --val-fraction 0`.

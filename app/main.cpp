@@ -13,10 +13,11 @@
 #include "distributed.h"
 #include "eval.h"
 #include "exit_status.h"
-#include "rank_hosts.h"
+#include "generate.h"
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
 #include "message_text.h"
+#include "rank_hosts.h"
 #include "signals.h"
 #include "train.h"
 
@@ -75,6 +76,9 @@ int run_command(const CliOptions& options) {
       case Command::Eval:
         ignore_sigpipe();
         run_eval(options.eval, std::cout);
+        break;
+      case Command::Generate:
+        run_generate(options.generate, std::cout);
         break;
       case Command::None:
         print_error("no command given (see 'lockstep --help')");

@@ -37,8 +37,25 @@ std::string summary_line(std::int64_t epochs, std::optional<double> val_loss,
          " s, devices=" + device_list(devices) + " world_size=" + std::to_string(world_size);
 }
 
-MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_epochs)
-    : path_(std::move(path)), resumed_epochs_(resumed_epochs) {}
+std::string iter_line(const IterStats& s) {
+  char lr[32];
+  std::snprintf(lr, sizeof lr, "%.6g", s.lr);
+  return "iter " + std::to_string(s.iter) + "/" + std::to_string(s.max_iters) + " train_loss " +
+         fixed(s.train_loss, 4) + " val_loss " + fixed(s.val_loss, 4) + " lr " + lr + " tokens/s " +
+         fixed(s.tokens_per_second, 0);
+}
+
+std::string iter_summary_line(std::int64_t iters, std::optional<double> val_loss, double seconds,
+                              double tokens_per_second, const std::vector<Device>& devices,
+                              int world_size) {
+  return "done: " + std::to_string(iters) + " iterations, val_loss " + fixed(val_loss, 4) + ", " +
+         fixed(seconds, 1) + " s, tokens/s " + fixed(tokens_per_second, 0) +
+         ", devices=" + device_list(devices) + " world_size=" + std::to_string(world_size);
+}
+
+MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_epochs,
+                       std::string key)
+    : path_(std::move(path)), resumed_epochs_(resumed_epochs), key_(std::move(key)) {}
 
 void MetricsLog::start() {
   std::string kept;
@@ -46,8 +63,8 @@ void MetricsLog::start() {
     std::ifstream in(path_, std::ios::binary);
     for (std::string line; in && std::getline(in, line);) {
       nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
-          j["epoch"].get<std::int64_t>() <= *resumed_epochs_)
+      if (j.is_object() && j.contains(key_) && j[key_].is_number_integer() &&
+          j[key_].get<std::int64_t>() <= *resumed_epochs_)
         kept += line + "\n";
     }
   }
@@ -62,7 +79,6 @@ void MetricsLog::start() {
 }
 
 void MetricsLog::append(const EpochStats& s, const std::vector<Device>& devices, int world_size) {
-  if (!started_) start();
   nlohmann::json j;
   j["epoch"] = s.epoch;
   j["train_loss"] = s.train_loss;
@@ -70,17 +86,32 @@ void MetricsLog::append(const EpochStats& s, const std::vector<Device>& devices,
   j["val_accuracy"] = s.val_accuracy ? nlohmann::json(*s.val_accuracy) : nlohmann::json(nullptr);
   j["samples_per_second"] = s.samples_per_second;
   j["seconds"] = s.seconds;
+  write_line(j, devices, world_size);
+}
+
+void MetricsLog::write_line(nlohmann::json& j, const std::vector<Device>& devices, int world_size) {
   nlohmann::json names = nlohmann::json::array();
   for (const Device& d : devices) names.push_back(d.str());
   j["devices"] = names;
   j["world_size"] = world_size;
   const std::string line = j.dump() + "\n";
+  if (!started_) start();
   std::FILE* f = std::fopen(path_.c_str(), "ab");
   if (f == nullptr) throw IoError("--metrics " + path_ + ": cannot open: " + std::strerror(errno));
   const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size();
   const int saved = errno;
   if (std::fclose(f) != 0 || !ok)
     throw IoError("--metrics " + path_ + ": cannot write: " + std::strerror(ok ? errno : saved));
+}
+
+void MetricsLog::append(const IterStats& s, const std::vector<Device>& devices, int world_size) {
+  nlohmann::json j;
+  j["iter"] = s.iter;
+  j["train_loss"] = s.train_loss;
+  j["val_loss"] = s.val_loss ? nlohmann::json(*s.val_loss) : nlohmann::json(nullptr);
+  j["tokens_per_second"] = s.tokens_per_second;
+  j["lr"] = s.lr;
+  write_line(j, devices, world_size);
 }
 
 }  // namespace lockstep::app

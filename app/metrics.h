@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,24 +38,52 @@ std::string summary_line(std::int64_t epochs, std::optional<double> val_loss,
                          std::optional<double> val_accuracy, double seconds,
                          const std::vector<Device>& devices, int world_size);
 
-/// "cpu:0,cpu:1".
+/// One evaluation of a gpt: model (train_iters.cpp).
+struct IterStats {
+  /// Optimizer steps done and --max-iters.
+  std::int64_t iter = 0, max_iters = 0;
+  /// estimate_loss of the training and validation parts (val unset without validation).
+  double train_loss = 0.0;
+  std::optional<double> val_loss;
+  /// Training tokens (batch x block per step) / training seconds since the previous
+  /// evaluation, and the lr of the last step.
+  double tokens_per_second = 0.0, lr = 0.0;
+};
+
+/// "iter 250/5000 train_loss 1.9812 val_loss 2.0511 lr 0.000994 tokens/s 9123".
+std::string iter_line(const IterStats& stats);
+
+/// "done: 5000 iterations, val_loss 1.4403, 512.3 s, tokens/s 9870, devices=cpu:0 world_size=1"
+/// (tokens/s over the whole run's training steps).
+std::string iter_summary_line(std::int64_t iters, std::optional<double> val_loss, double seconds,
+                              double tokens_per_second, const std::vector<Device>& devices,
+                              int world_size);
+
 /// The --metrics file: one JSON object per epoch (nlohmann-json), keys `epoch`, `train_loss`,
 /// `val_loss`, `val_accuracy` (null without validation), `samples_per_second`, `seconds`,
 /// `devices` (list of device names of this process) and `world_size` (number of processes).
 class MetricsLog {
  public:
   /// No file is touched until the first append(). `resumed_epochs`: unset for a fresh run (the
-  /// first append replaces any existing file); set to the epochs completed by the checkpoint a
-  /// run resumes from, the first append keeps the existing lines for epochs <= it (dropping
-  /// lines of epochs the resumed run will redo) and appends after them.
-  MetricsLog(std::string path, std::optional<std::int64_t> resumed_epochs);
+  /// first append replaces any existing file); set to the epochs (iterations, with `key`
+  /// "iter") completed by the checkpoint a run resumes from, the first append keeps the
+  /// existing lines whose `key` is <= it (dropping lines the resumed run will redo) and appends
+  /// after them.
+  MetricsLog(std::string path, std::optional<std::int64_t> resumed_epochs,
+             std::string key = "epoch");
   /// Writes one line and flushes it. IoError naming the file when it cannot be written.
   void append(const EpochStats& stats, const std::vector<Device>& devices, int world_size);
+  /// For gpt: models: keys iter, train_loss, val_loss (null without validation),
+  /// tokens_per_second, lr, devices, world_size.
+  void append(const IterStats& stats, const std::vector<Device>& devices, int world_size);
 
  private:
   void start();
+  /// Adds `devices` and `world_size` to `j` and appends it as one line.
+  void write_line(nlohmann::json& j, const std::vector<Device>& devices, int world_size);
   std::string path_;
   std::optional<std::int64_t> resumed_epochs_;
+  std::string key_;
   bool started_ = false;
 };
 

@@ -22,6 +22,7 @@ const char* const kImageLayers[] = {"Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPo
 
 std::string ModelSpec::str() const {
   if (mlp) return mlp->str();
+  if (gpt) return gpt->str();
   if (!network.empty()) return network;
   std::string s;
   for (const LayerSpec& l : layers) {
@@ -33,7 +34,7 @@ std::string ModelSpec::str() const {
 
 bool ModelSpec::takes_images() const {
   if (!network.empty()) return true;
-  if (mlp || layers.empty()) return false;
+  if (mlp || gpt || layers.empty()) return false;
   for (const char* name : kImageLayers)
     if (layers.front().name == name) return true;
   return false;
@@ -43,6 +44,10 @@ ModelSpec parse_model_spec(const std::string& text) {
   ModelSpec spec;
   if (text.rfind("mlp:", 0) == 0) {
     spec.mlp = parse_mlp_spec(text);
+    return spec;
+  }
+  if (text.rfind("gpt:", 0) == 0) {
+    spec.gpt = parse_gpt_spec(text);
     return spec;
   }
   std::string layers = text;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data_source.h"
+#include "gpt_spec.h"
 #include "layer_spec.h"
 #include "lockstep/nn/sequential.h"
 
@@ -70,6 +71,8 @@ std::shared_ptr<nn::Sequential> make_mlp(const MlpSpec& spec, const std::string&
 /// not a Sequential: nn::resnet20, lockstep/nn/resnet.h).
 struct ModelSpec {
   std::optional<MlpSpec> mlp;
+  /// gpt:layers=...: nanoGPT's GPT on text data (gpt_spec.h), trained by iterations.
+  std::optional<GptSpec> gpt;
   std::vector<LayerSpec> layers;
   /// "resnet20" for that preset (then mlp and layers are empty); empty otherwise.
   std::string network;

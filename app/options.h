@@ -77,6 +77,20 @@ struct TrainOptions {
   std::int64_t batch_size = 32;
   /// Total epochs (a resumed run continues up to this many).
   std::int64_t epochs = 10;
+  /// gpt: models train by iterations (train_iters.cpp): the run's length in optimizer steps, an
+  /// evaluation (nanoGPT's estimate_loss over eval_iters batches of each part) and a checkpoint
+  /// every eval_interval steps and at the end.
+  std::int64_t max_iters = 5000, eval_interval = 250, eval_iters = 200;
+  /// --lr-schedule cosine with gpt: models: nanoGPT's get_lr (optim::WarmupCosineLR) stepped per
+  /// iteration; min_lr unset: lr / 10; lr_decay_iters unset: max_iters.
+  std::int64_t warmup_iters = 0;
+  std::optional<double> min_lr;
+  std::optional<std::int64_t> lr_decay_iters;
+  /// Which flags of one training kind were given (refused with the other kind of model):
+  /// --epochs, --no-shuffle, ... (epoch-based models) and --max-iters, --eval-interval, ... (gpt:).
+  std::vector<std::string> epoch_flags_given, iteration_flags_given;
+  /// Whether --optimizer was given (gpt: models default to adamw, nanoGPT's).
+  bool optimizer_given = false;
   /// Batches in file order (last partial batch kept) instead of a fresh permutation each epoch.
   bool no_shuffle = false;
   /// DataParallel's deterministic mode: bit-identical weights for any device count.
@@ -103,6 +117,20 @@ struct TrainOptions {
   /// JSON-lines metrics file.
   std::string metrics;
   bool quiet = false;
+};
+
+/// Everything `lockstep generate` needs (nanoGPT's sample.py).
+struct GenerateOptions {
+  /// safetensors weights of a gpt: model with its vocabulary in the metadata (lockstep train
+  /// --save or a checkpoint).
+  std::string weights;
+  std::string prompt = "\n";
+  std::int64_t max_new_tokens = 500;
+  /// 0: greedy (argmax); otherwise logits / temperature.
+  double temperature = 0.8;
+  /// Sample among the top_k most likely tokens only; 0: all of them.
+  std::int64_t top_k = 200;
+  std::uint64_t seed = 1337;
 };
 
 /// Everything `lockstep eval` needs.

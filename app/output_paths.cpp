@@ -184,9 +184,10 @@ std::uint64_t weights_file_bytes(const nn::Module& model) {
   return bytes + header;
 }
 
-void save_final_weights(const nn::Module& model, const TrainOptions& o) {
+void save_final_weights(const nn::Module& model, const TrainOptions& o,
+                        const std::map<std::string, std::string>& metadata) {
   try {
-    save_weights(model, o.save);
+    save_weights(model, o.save, metadata);
     return;
   } catch (const IoError& e) {
     const std::string failure = "--save: " + std::string(e.what());
@@ -201,7 +202,7 @@ void save_final_weights(const nn::Module& model, const TrainOptions& o) {
     for (const std::string& dir : places) {
       const std::string fallback = (fs::path(dir) / name).string();
       try {
-        save_weights(model, fallback);
+        save_weights(model, fallback, metadata);
       } catch (const IoError&) {
         tried += (tried.empty() ? "" : ", ") + fallback;
         continue;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "lockstep/nn/module.h"
@@ -51,7 +52,9 @@ std::uint64_t weights_file_bytes(const nn::Module& model);
 /// Writes `model`'s weights to --save. When that fails, writes them to
 /// `lockstep-save-<pid>.safetensors` in --checkpoint-dir, $TMPDIR (or /tmp) or the current
 /// directory, the first that works, and throws IoError naming the failure and the fallback file
-/// (or every place tried).
-void save_final_weights(const nn::Module& model, const TrainOptions& o);
+/// (or every place tried). `metadata` goes into the file's `__metadata__` (a gpt: model's
+/// vocabulary and spec), the fallback's too.
+void save_final_weights(const nn::Module& model, const TrainOptions& o,
+                        const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace lockstep::app

@@ -52,16 +52,16 @@ std::string same_flag_in(const std::vector<std::string>& lines, const std::strin
 
 }  // namespace
 
-std::string rank_setup(const TrainOptions& o, const std::string& fingerprint,
-                       const LoadedData& data) {
+std::string rank_setup(const TrainOptions& o, const std::string& fingerprint, const Tensor& train,
+                       const Tensor& val, std::int64_t classes) {
   return fingerprint + "--epochs=" + std::to_string(o.epochs) +
+         "\n--max-iters=" + std::to_string(o.max_iters) +
          "\n--resume=" + (o.resume ? "on" : "off") +
          "\n--checkpoint-dir=" + (o.checkpoint_dir.empty() ? "(not given)" : o.checkpoint_dir) +
          "\n--init=" + (o.init.empty() ? "(not given)" : o.init) +
-         "\nthe training data's shape=" + data.train_x.shape().str() +
-         "\nthe validation data's shape=" +
-         (data.val_x.defined() ? data.val_x.shape().str() : "none") +
-         "\nthe data's classes=" + std::to_string(data.classes) + "\n";
+         "\nthe training data's shape=" + train.shape().str() +
+         "\nthe validation data's shape=" + (val.defined() ? val.shape().str() : "none") +
+         "\nthe data's classes=" + std::to_string(classes) + "\n";
 }
 
 void check_same_on_every_rank(const DistContext& dist, const std::string& setup) {

@@ -15,10 +15,12 @@
 namespace lockstep::app {
 
 /// The setup every rank must share, one `--flag=value` line each: `fingerprint` (the flags that
-/// shape the trajectory, train_resume.cpp), --epochs, --resume, --checkpoint-dir, --init and the
-/// data's shapes and classes.
-std::string rank_setup(const TrainOptions& o, const std::string& fingerprint,
-                       const LoadedData& data);
+/// shape the trajectory, train_resume.cpp), --epochs, --max-iters, --resume, --checkpoint-dir,
+/// --init and the data's shapes and classes: `train` and `val` are the training and validation
+/// inputs (a gpt: model's token streams; `val` undefined without validation), `classes` the
+/// classes or the vocabulary size.
+std::string rank_setup(const TrainOptions& o, const std::string& fingerprint, const Tensor& train,
+                       const Tensor& val, std::int64_t classes);
 
 /// Across the ranks of `dist` (a collective: all_gather of every rank's `setup`): ValueError on
 /// every rank unless all equal rank 0's, naming the ranks that differ and, for the first, the

@@ -3,6 +3,7 @@
 #include "train.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -39,9 +40,19 @@ std::optional<EvalResult> Trainer::validate() {
   return r;
 }
 
+void Trainer::save_final() {
+  if (!o_.save.empty() && dist_.is_main())
+    save_final_weights(*model_, o_,
+                       text_ ? text_metadata() : std::map<std::string, std::string>{});
+  // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed;
+  // whether or not --save was given (rank 0 alone acts on it, so it may differ across ranks).
+  if (dist_.group && dist_.world > 1) dist_.group->barrier();
+}
+
 void Trainer::run() {
   setup();
   begin_training();  // from here a signal is acted on after the current step (signals.h)
+  if (text_) return run_iterations();
   std::optional<double> val_loss, val_accuracy;
   // A rank lost in a collective between epochs is named with the step too (rethrow_at).
   auto at_boundary = [this](std::int64_t epoch) {
@@ -75,10 +86,7 @@ void Trainer::run() {
   if (epochs_done_ >= o_.epochs) {  // resumed at or past --epochs: report the model as it is
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
-  if (!o_.save.empty() && dist_.is_main()) save_final_weights(*model_, o_);
-  // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed;
-  // whether or not --save was given (rank 0 alone acts on it, so it may differ across ranks).
-  if (dist_.group && dist_.world > 1) dist_.group->barrier();
+  save_final();
   out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)
        << ranks_on_hosts() << '\n'

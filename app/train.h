@@ -8,6 +8,11 @@
 // accumulation and clipping. Batches come from data::DataLoader, reshuffled every epoch from
 // (seed, epoch) unless --no-shuffle (file order, last partial batch kept).
 //
+// A gpt: model (gpt_spec.h) on --data text:FILE / text-bytes:FILE (text_data.h) trains by
+// iterations instead (train_iters.cpp): random windows of the text each step, nanoGPT's loss,
+// AdamW with weight-decay groups, nanoGPT's warmup + cosine schedule per iteration, an
+// evaluation, a --metrics line and a checkpoint every --eval-interval steps.
+//
 // With the defaults (synthetic data, --no-shuffle) it is the reference program
 // (examples/reference_classifier): manual_seed(seed), the data drawn first, then the
 // Linear(10,5)-ReLU-Linear(5,2) model, SGD lr 0.01, batch 32, 10 epochs.

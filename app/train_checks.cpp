@@ -9,13 +9,18 @@
 
 namespace lockstep::app {
 
+std::string resolved_optimizer(const TrainOptions& o) {
+  return o.model.spec.rfind("gpt:", 0) == 0 && !o.optimizer_given ? "adamw" : o.optimizer;
+}
+
 void check_combinations(const TrainOptions& o) {
-  if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
-    throw ValueError("--optimizer: expected sgd, adam or adamw, got '" + o.optimizer + "'");
-  if (o.optimizer != "sgd" && !o.sgd_flags_given.empty())
+  const std::string optimizer = resolved_optimizer(o);
+  if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw")
+    throw ValueError("--optimizer: expected sgd, adam or adamw, got '" + optimizer + "'");
+  if (optimizer != "sgd" && !o.sgd_flags_given.empty())
     throw ValueError(o.sgd_flags_given.front() + " applies to --optimizer sgd only (not " +
-                     o.optimizer + ")");
-  if (o.optimizer == "sgd" && !o.adam_flags_given.empty())
+                     optimizer + ")");
+  if (optimizer == "sgd" && !o.adam_flags_given.empty())
     throw ValueError(o.adam_flags_given.front() + " applies to --optimizer adam and adamw only");
   if (o.optimizer == "sgd" && o.nesterov && (o.momentum <= 0 || o.dampening != 0))
     throw ValueError(

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "exit_status.h"
@@ -28,9 +29,11 @@ void Trainer::rethrow_at(const std::string& at) const {
     throw;
   } catch (const PeerFailedError& e) {
     const std::string what = e.what();  // the failed rank's message may name the step itself
-    throw PeerFailedError(
-        what.find("(at epoch ") == std::string::npos ? what + " (at " + at + ")" : what, e.rank(),
-        e.status());
+    throw PeerFailedError(what.find("(at epoch ") == std::string::npos &&
+                                  what.find("(at iteration ") == std::string::npos
+                              ? what + " (at " + at + ")"
+                              : what,
+                          e.rank(), e.status());
   } catch (const TimeoutError& e) {
     throw TimeoutError(std::string(e.what()) + " (at " + at + ")");
   } catch (const DistError& e) {
@@ -38,6 +41,34 @@ void Trainer::rethrow_at(const std::string& at) const {
   } catch (const DataError& e) {
     throw DataError(std::string(e.what()) + " (at " + at + ")");
   }
+}
+
+double Trainer::guarded_step(const std::string& at, const std::function<double()>& step) {
+  try {
+    return step();
+  } catch (const Error&) {
+    rethrow_at(at);
+  }
+}
+
+int Trainer::signal_after(const std::string& at) const {
+  try {  // a collective: a rank stopped during the step shows up here, after it
+    return signal_now();
+  } catch (const Error&) {
+    rethrow_at(at);
+  }
+}
+
+void Trainer::check_finite(double loss, const std::string& at) {
+  // The loss is the global batch's (identical on every rank), so every rank takes the same
+  // decision here: no rank steps while another stops. With the fused optimizer the step
+  // already changed the parameters in memory; nothing is written after this error, so what
+  // the run leaves (checkpoints, --save) is the same.
+  if (std::isfinite(loss)) return;
+  progress_->clear();
+  throw NonFiniteLossError("training loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") +
+                           " at " + at + nonfinite_ranks() +
+                           "; stopped before that step, no checkpoint written for it");
 }
 
 EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
@@ -65,33 +96,17 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     const std::string at = "epoch " + std::to_string(epoch) + " step " +
                            std::to_string(global_step_ + 1) + " (batch " + std::to_string(b + 1) +
                            " of " + std::to_string(batches) + ")";
-    double loss = 0.0;
-    try {
+    const double loss = guarded_step(at, [&] {
       inject_fault(global_step_ + 1, xl);
       // --precision bf16: the step's forward and loss under autocast (carried to the replica
       // workers by DataParallel); the backward inside forward_backward follows the graph.
       AutocastGuard precision(o_.precision == "bf16");
-      if (graph_step_) {
-        loss = graph_step_->step(xl, yl);  // zero_grad, step and optimizer step (fused)
-      } else if (step_now) {
-        loss = dp_->forward_backward(xl, yl, criterion_).item();
-      } else {
-        auto no_sync = dp_->no_sync();
-        loss = dp_->forward_backward(xl, yl, criterion_).item();
-      }
-    } catch (const Error&) {
-      rethrow_at(at);
-    }
-    // The loss is the global batch's (identical on every rank), so every rank takes the same
-    // decision here: no rank steps while another stops. With the fused optimizer the step
-    // already changed the parameters in memory; nothing is written after this error, so what
-    // the run leaves (checkpoints, --save) is the same.
-    if (!std::isfinite(loss)) {
-      progress_->clear();
-      throw NonFiniteLossError("training loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") +
-                               " at " + at + nonfinite_ranks() +
-                               "; stopped before that step, no checkpoint written for it");
-    }
+      if (graph_step_) return graph_step_->step(xl, yl);  // zero_grad, step, optimizer step
+      if (step_now) return dp_->forward_backward(xl, yl, criterion_).item();
+      auto no_sync = dp_->no_sync();
+      return dp_->forward_backward(xl, yl, criterion_).item();
+    });
+    check_finite(loss, at);
     epoch_loss_sum_ += loss * static_cast<double>(x.size(0));
     epoch_samples_ += x.size(0);
     if (!step_now) continue;
@@ -99,13 +114,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     // The synced forward_backward made the optimizer step (clipping first), see setup().
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
-    int sig = 0;
-    try {  // a collective: a rank stopped during the step shows up here, after it
-      sig = signal_now();
-    } catch (const Error&) {
-      rethrow_at(at);
-    }
-    if (sig != 0 && b + 1 < batches) {
+    if (const int sig = signal_after(at); sig != 0 && b + 1 < batches) {
       const std::string where = "in epoch " + std::to_string(epoch) + " after batch " +
                                 std::to_string(b + 1) + " of " + std::to_string(batches);
       interrupted(sig, where,

@@ -19,7 +19,11 @@ std::pair<std::int64_t, std::int64_t> Trainer::local_part(std::int64_t batch) co
 }
 
 void Trainer::check_same_setup_on_every_rank() const {
-  check_same_on_every_rank(dist_, rank_setup(o_, fingerprint_, data_));
+  // gpt: models: the token streams and the vocabulary.
+  const Tensor& train = text_ ? text_->train : data_.train_x;
+  const Tensor& val = text_ ? text_->val : data_.val_x;
+  const std::int64_t classes = text_ ? text_->vocab.size() : data_.classes;
+  check_same_on_every_rank(dist_, rank_setup(o_, fingerprint_, train, val, classes));
 }
 
 std::string Trainer::nonfinite_ranks() const {

@@ -25,10 +25,10 @@ std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
   add("--model", r.model.str());
   add("--activation", o.model.activation);
   add("--dropout", exact_string(o.model.dropout));
-  add("--optimizer", o.optimizer);
+  add("--optimizer", r.optimizer);
   add("--lr", exact_string(r.lr));
   add("--weight-decay", exact_string(r.weight_decay));
-  if (o.optimizer == "sgd") {
+  if (r.optimizer == "sgd") {
     add("--momentum", exact_string(o.momentum));
     add("--dampening", exact_string(o.dampening));
     add("--nesterov", o.nesterov ? "on" : "off");
@@ -37,7 +37,13 @@ std::string flags_fingerprint(const TrainOptions& o, const Resolved& r) {
     add("--eps", exact_string(o.eps));
   }
   add("--lr-schedule", o.lr_schedule);
-  if (r.schedule.kind == LrSchedule::Kind::Cosine) add("--epochs", std::to_string(o.epochs));
+  if (r.schedule.kind == LrSchedule::Kind::Cosine && !r.model.gpt)
+    add("--epochs", std::to_string(o.epochs));
+  if (r.schedule.kind == LrSchedule::Kind::Cosine && r.model.gpt) {  // get_lr's constants
+    add("--warmup-iters", std::to_string(o.warmup_iters));
+    add("--min-lr", exact_string(r.min_lr));
+    add("--lr-decay-iters", std::to_string(r.lr_decay_iters));
+  }
   add("--clip-grad-norm", o.clip_grad_norm ? exact_string(*o.clip_grad_norm) : "off");
   add("--accumulate-steps", std::to_string(o.accumulate_steps));
   add("--batch-size", std::to_string(o.batch_size));
@@ -111,6 +117,7 @@ void Trainer::resume_from_checkpoint() {
   global_step_ = p.global_step;
   epoch_loss_sum_ = p.epoch_loss_sum;
   epoch_samples_ = p.epoch_samples;
+  if (text_) resume_text(c);
 }
 
 TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_in_epoch) const {
@@ -125,6 +132,11 @@ TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_
   p.generator_offset = default_generator().offset();
   p.seed = o_.data.seed;
   p.flags = fingerprint_;
+  if (text_) {
+    p.by_iteration = true;
+    p.extra = text_metadata();
+    p.extra["windows_offset"] = std::to_string(windows_.offset());
+  }
   return p;
 }
 

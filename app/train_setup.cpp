@@ -52,12 +52,36 @@ std::int64_t count_batchnorms(const nn::Module& m) {
 
 }  // namespace
 
+void Trainer::setup_optimizer() {
+  if (text_) {  // nanoGPT's configure_optimizers: weight decay on the >= 2-d tensors only
+    std::vector<optim::ParamGroup> groups = optim::weight_decay_groups(*model_, r_.weight_decay);
+    if (r_.optimizer == "adam")
+      optimizer_ = std::make_shared<optim::Adam>(
+          std::move(groups), optim::AdamOptions{.lr = r_.lr,
+                                                .beta1 = o_.beta1,
+                                                .beta2 = o_.beta2,
+                                                .eps = o_.eps,
+                                                .weight_decay = r_.weight_decay});
+    else
+      optimizer_ = std::make_shared<optim::AdamW>(
+          std::move(groups), optim::AdamWOptions{.lr = r_.lr,
+                                                 .beta1 = o_.beta1,
+                                                 .beta2 = o_.beta2,
+                                                 .eps = o_.eps,
+                                                 .weight_decay = r_.weight_decay});
+  } else {
+    optimizer_ = make_optimizer(o_, r_, dp_->parameters());
+  }
+  if (text_ && r_.schedule.kind == LrSchedule::Kind::Cosine)  // nanoGPT's get_lr, per iteration
+    scheduler_ = std::make_unique<optim::WarmupCosineLR>(*optimizer_, o_.warmup_iters,
+                                                         r_.lr_decay_iters, r_.min_lr);
+  else if (!text_)
+    scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
+}
+
 void Trainer::setup() {
   check_combinations(o_);
   check_outputs(o_);  // every rank, so that all refuse alike (only rank 0 writes the files)
-  r_.lr = o_.lr.value_or(o_.optimizer == "sgd" ? 0.01 : 0.001);
-  r_.weight_decay = o_.weight_decay.value_or(o_.optimizer == "adamw" ? 0.01 : 0.0);
-  r_.schedule = parse_lr_schedule(o_.lr_schedule);
   // Across ranks (one process per device is the usual layout) a rank uses one device unless
   // --devices gives it several; with --backend nccl it is the rank's GPU, cuda:(local rank).
   if (dist_.device && !o_.devices.empty() &&
@@ -75,25 +99,37 @@ void Trainer::setup() {
   for (const Device& d : r_.devices) check_device_available(d);
   check_cuda_graphs_devices(o_, r_.devices, dist_.group != nullptr);
 
-  // Data first, then the model: with synthetic data both come from the default generator in
-  // this order, as in the reference program.
-  manual_seed(o_.data.seed);
-  data_ = load_data(o_.data);
-  if (o_.model.spec.empty())
-    r_.model.mlp = default_mlp_spec(data_.synthetic, data_.features, data_.classes);
-  else
-    r_.model = parse_model_spec(o_.model.spec);
-  shape_for_model(r_.model, data_);
+  if (!o_.model.spec.empty()) r_.model = parse_model_spec(o_.model.spec);
+  check_training_kind(o_, r_.model);
+  // gpt: models default to nanoGPT's AdamW.
+  r_.optimizer = resolved_optimizer(o_);
+  r_.lr = o_.lr.value_or(r_.optimizer == "sgd" ? 0.01 : 0.001);
+  r_.weight_decay = o_.weight_decay.value_or(r_.optimizer == "adamw" ? 0.01 : 0.0);
+  r_.schedule = parse_lr_schedule(o_.lr_schedule);
+  r_.min_lr = o_.min_lr.value_or(r_.lr / 10);
+  r_.lr_decay_iters = o_.lr_decay_iters.value_or(o_.max_iters);
   const auto replicas_here = static_cast<std::int64_t>(r_.devices.size());
-  // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
-  const MemoryNeed mlp_need = check_run_memory(o_, r_.model, data_, replicas_here, nullptr);
-  model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
-                      o_.model.spec.empty()
-                          ? default_mlp_note(data_.features, data_.classes, data_.train_name)
-                          : "");
-  r_.eval_rows = eval_chunk_rows(
-      r_.model.mlp ? mlp_need : check_run_memory(o_, r_.model, data_, replicas_here, model_.get()));
-  if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
+  if (r_.model.gpt) {
+    setup_text_model(replicas_here);
+  } else {
+    // Data first, then the model: with synthetic data both come from the default generator in
+    // this order, as in the reference program.
+    manual_seed(o_.data.seed);
+    data_ = load_data(o_.data);
+    if (o_.model.spec.empty())
+      r_.model.mlp = default_mlp_spec(data_.synthetic, data_.features, data_.classes);
+    shape_for_model(r_.model, data_);
+    // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
+    const MemoryNeed mlp_need = check_run_memory(o_, r_.model, data_, replicas_here, nullptr);
+    model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
+                        o_.model.spec.empty()
+                            ? default_mlp_note(data_.features, data_.classes, data_.train_name)
+                            : "");
+    r_.eval_rows = eval_chunk_rows(r_.model.mlp ? mlp_need
+                                                : check_run_memory(o_, r_.model, data_,
+                                                                   replicas_here, model_.get()));
+    if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
+  }
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every
   // BatchNorm synchronizes its training statistics over the wrapper's replicas. In place, before
   // wrapping (the replicas are clones); state_dict keys stay PyTorch's, so --init above and
@@ -120,10 +156,10 @@ void Trainer::setup() {
     dp_options.seed = o_.data.seed;
     dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
   }
-  optimizer_ = make_optimizer(o_, r_, dp_->parameters());
+  setup_optimizer();
   // A checkpoint: the weights and up to two optimizer slots per weight (Adam's moments).
   const std::uint64_t weights = weights_file_bytes(*model_);
-  check_output_space(o_, weights, weights * (o_.optimizer == "sgd" && o_.momentum == 0 ? 1 : 3));
+  check_output_space(o_, weights, weights * (r_.optimizer == "sgd" && o_.momentum == 0 ? 1 : 3));
   // The wrapper owns the optimizer step (DataParallel::register_fused_optim; bit-identical to
   // calling step() after forward_backward): it decides where the step runs (on the device workers
   // inside the last reduction where it can, else at the end of the synced forward_backward), and
@@ -133,7 +169,6 @@ void Trainer::setup() {
     dp_->register_step_pre_hook([this, max_norm = *o_.clip_grad_norm] {
       nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
     });
-  scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
   if (!o_.checkpoint_dir.empty() && dist_.is_main())  // one run at a time in the directory
     dir_lock_ = std::make_unique<CheckpointDirLock>(o_.checkpoint_dir, o_.resume);
   if (o_.resume) resume_from_checkpoint();
@@ -142,12 +177,14 @@ void Trainer::setup() {
   // so the flag is not part of the fingerprint.
   if (o_.cuda_graphs) graph_step_ = std::make_unique<parallel::CUDAGraphStep>(*dp_, optimizer_);
 
-  auto dataset = std::make_shared<data::TensorDataset>(data_.train_x, data_.train_y);
-  loader_ = std::make_unique<data::DataLoader>(dataset,
-                                               data::DataLoaderOptions{.batch_size = o_.batch_size,
-                                                                       .shuffle = !o_.no_shuffle,
-                                                                       .drop_last = false,
-                                                                       .seed = o_.data.seed});
+  if (!text_) {
+    auto dataset = std::make_shared<data::TensorDataset>(data_.train_x, data_.train_y);
+    loader_ = std::make_unique<data::DataLoader>(
+        dataset, data::DataLoaderOptions{.batch_size = o_.batch_size,
+                                         .shuffle = !o_.no_shuffle,
+                                         .drop_last = false,
+                                         .seed = o_.data.seed});
+  }
   progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
   // The run's header: which BatchNorm trains (models without BatchNorm print nothing here).
   if (const std::string line =
@@ -156,7 +193,9 @@ void Trainer::setup() {
     out_ << line << '\n' << std::flush;
   if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
     metrics_ = std::make_unique<MetricsLog>(
-        o_.metrics, o_.resume ? std::optional<std::int64_t>(epochs_done_) : std::nullopt);
+        o_.metrics,
+        o_.resume ? std::optional<std::int64_t>(text_ ? global_step_ : epochs_done_) : std::nullopt,
+        text_ ? "iter" : "epoch");
 }
 
 }  // namespace lockstep::app

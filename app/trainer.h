@@ -1,12 +1,15 @@
 // The inside of `lockstep train` (train.h), shared by its files: the option values a run
 // resolves, the Trainer that holds one run's state, and the checks its setup makes. The Trainer's
 // members are defined by concern: train_setup.cpp (setup), train_resume.cpp (--checkpoint-dir,
-// --resume), train_ranks.cpp (what ranks must agree on), train_epoch.cpp (the step loop) and
-// train.cpp (the run from epoch to epoch, run_train).
+// --resume), train_ranks.cpp (what ranks must agree on), train_epoch.cpp (the step loop),
+// train.cpp (the run from epoch to epoch, run_train), and for gpt: models train_text.cpp (text,
+// model, estimate_loss, metadata) and train_iters.cpp (the run from iteration to iteration).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -27,6 +30,7 @@
 #include "output_paths.h"
 #include "progress.h"
 #include "signals.h"
+#include "text_data.h"
 
 namespace lockstep::app {
 
@@ -38,6 +42,8 @@ inline double seconds_since(Clock::time_point start) {
 
 /// The option values a run uses once the defaults that depend on other flags are filled in.
 struct Resolved {
+  /// --optimizer, or adamw for a gpt: model without it.
+  std::string optimizer;
   double lr = 0.0, weight_decay = 0.0;
   LrSchedule schedule;
   ModelSpec model;
@@ -46,6 +52,9 @@ struct Resolved {
   std::int64_t eval_rows = 8192;
   /// Whether the model's BatchNorm layers synchronize (SyncBatchNorm), see sync_batchnorm().
   bool sync_bn = false;
+  /// gpt: models with --lr-schedule cosine: nanoGPT's min_lr and lr_decay_iters.
+  double min_lr = 0.0;
+  std::int64_t lr_decay_iters = 0;
 };
 
 /// --sync-bn / --no-sync-bn as given, else automatic: SyncBatchNorm when `replicas` (devices ×
@@ -65,8 +74,17 @@ void check_shards_per_rank(const TrainOptions& o, std::int64_t samples, int worl
 
 // Checks made before training (train_checks.cpp).
 
+/// --optimizer, or adamw (nanoGPT's) for a gpt: model when it was not given.
+std::string resolved_optimizer(const TrainOptions& o);
+
 /// Refuses flag combinations that make no sense (ValueError naming the flags).
 void check_combinations(const TrainOptions& o);
+
+/// gpt: models (`gpt`) and the others take different flags and data: ValueError naming the
+/// flag given to the wrong kind (--epochs with a gpt: model, --max-iters without one, ...), text
+/// data without a gpt: model or a gpt: model without text data, sgd or a step: schedule with a
+/// gpt: model (train_text.cpp).
+void check_training_kind(const TrainOptions& o, const ModelSpec& model);
 
 /// --cuda-graphs needs training on exactly one GPU in one process (ValueError naming what the run
 /// trains on, and why there is no GPU when there is none).
@@ -92,7 +110,22 @@ class Trainer {
 
  private:
   void setup();
+  /// gpt: models (train_text.cpp): the text, the vocabulary, the memory check for `replicas`
+  /// devices of this process and the GPT (from --seed or --init).
+  void setup_text_model(std::int64_t replicas);
+  /// The optimizer (make_optimizer; gpt: models: weight-decay groups) and LR scheduler.
+  void setup_optimizer();
+  /// The run of a gpt: model from iteration to iteration (train_iters.cpp).
+  void run_iterations();
+  /// nanoGPT's estimate_loss for one part: the mean loss over --eval-iters batches of
+  /// --batch-size windows drawn from Generator(seed, stream), the same at every evaluation.
+  double estimate_loss(const Tensor& tokens, std::uint64_t stream);
+  /// The metadata a gpt: model's files carry: vocabulary and model (text_data.h, gpt_spec.h).
+  std::map<std::string, std::string> text_metadata() const;
   void resume_from_checkpoint();
+  /// --resume of a gpt: model: the checkpoint's vocabulary must be the text's (ValueError
+  /// naming both sizes otherwise); the window generator continues where it was.
+  void resume_text(const Checkpoint& c);
   /// Trains epoch `epoch` (1-based) from batch `first_batch`; returns its stats.
   EpochStats train_epoch(std::int64_t epoch, std::int64_t first_batch);
   std::optional<EvalResult> validate();
@@ -109,6 +142,17 @@ class Trainer {
   /// Inside a catch block: rethrows the distributed or data error being handled with " (at
   /// `at`)" appended (the step it happened in), any other error unchanged.
   [[noreturn]] void rethrow_at(const std::string& at) const;
+  /// Runs one training step's `step` (returning its loss); a distributed or data error it throws
+  /// is thrown again with " (at `at`)" appended, after the progress bar is cleared.
+  double guarded_step(const std::string& at, const std::function<double()>& step);
+  /// NonFiniteLossError naming `at` (and the ranks) unless `loss` is finite.
+  void check_finite(double loss, const std::string& at);
+  /// --save: rank 0 writes the final parameters (with a gpt: model's metadata), every rank
+  /// waits for it.
+  void save_final();
+  /// signal_now() after the step named `at`; a distributed error of its collective (a rank
+  /// stopped during the step shows up here) is thrown again with " (at `at`)" appended.
+  int signal_after(const std::string& at) const;
   /// Applies LOCKSTEP_TEST_FAULT when it names this rank and `step`.
   void inject_fault(std::int64_t step, Tensor& x) const;
   /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
@@ -129,6 +173,9 @@ class Trainer {
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<parallel::CUDAGraphStep> graph_step_;  // --cuda-graphs
   std::unique_ptr<data::DataLoader> loader_;
+  // gpt: models: the text and the generator of the training windows.
+  std::optional<TextCorpus> text_;
+  Generator windows_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<CheckpointDirLock> dir_lock_;  // rank 0 with --checkpoint-dir

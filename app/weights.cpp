@@ -65,8 +65,9 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
   }
 }
 
-void save_weights(const nn::Module& model, const std::string& path) {
-  safetensors::save_state_dict(model.state_dict(), path);
+void save_weights(const nn::Module& model, const std::string& path,
+                  const std::map<std::string, std::string>& metadata) {
+  safetensors::save_state_dict(model.state_dict(), path, metadata);
 }
 
 }  // namespace lockstep::app

@@ -3,6 +3,7 @@
 // are interchangeable).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "lockstep/nn/module.h"
@@ -16,7 +17,9 @@ namespace lockstep::app {
 /// or a dtype other than float32). `model` is unchanged when it throws.
 void load_weights(nn::Module& model, const std::string& path, const std::string& flag);
 
-/// Writes model.state_dict() (float32) to `path` atomically. IoError naming the path.
-void save_weights(const nn::Module& model, const std::string& path);
+/// Writes model.state_dict() (float32) to `path` atomically, with `metadata` as the
+/// safetensors `__metadata__` (a gpt: model's vocabulary and spec). IoError naming the path.
+void save_weights(const nn::Module& model, const std::string& path,
+                  const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace lockstep::app

@@ -18,6 +18,7 @@ PACKAGES=(
   nlohmann-json3-dev                        # golden test data
   libfmt-dev zlib1g-dev                     # formatting; gzipped IDX files
   dataset-fashion-mnist                     # the main job's data (/usr/share/datasets/fashion-mnist)
+  fortunes                                  # the example text of gpt: models (/usr/share/games/fortunes)
   clang-14 libclang-rt-14-dev               # libFuzzer targets of the file readers (scripts/fuzz.sh)
   libopenmpi-dev openmpi-bin                # the mpi ProcessGroup backend and mpirun (tests/mpi)
   iproute2 bc                               # tests/multihost: network namespaces, tc; timings

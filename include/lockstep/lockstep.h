@@ -18,6 +18,7 @@
 #include "lockstep/data/dataset.h"
 #include "lockstep/data/idx.h"
 #include "lockstep/data/sampler.h"
+#include "lockstep/data/windows.h"
 #include "lockstep/io/atomic_file.h"
 #include "lockstep/io/safetensors.h"
 #include "lockstep/nn/activation.h"

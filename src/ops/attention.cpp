@@ -45,7 +45,8 @@ Tensor causal_mask(std::int64_t l, std::int64_t s, const Tensor& like) {
     for (std::int64_t i = 0; i < l; ++i)
       for (std::int64_t j = i + 1; j < s; ++j) p[i * s + j] = -std::numeric_limits<T>::infinity();
   });
-  return like.device().is_cpu() ? mask : mask.to(like.device());
+  // On like's device: a replica on cpu:1 adds it to scores on cpu:1.
+  return mask.device() == like.device() ? mask : mask.to(like.device());
 }
 
 // The fused CPU kernel (kernels::cpu::attention_forward / _backward) with one autograd node;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "e2e/cli_support.h"
@@ -142,6 +143,58 @@ TEST(MpiCli, DeterministicIsBitIdenticalToOneProcessWithOneDevice) {
   Timed three = mpirun(3, dropout + std::vector<std::string>{"--save", dir / "d3"});
   ASSERT_EQ(three.r.status, 0) << three.r.err;
   EXPECT_TRUE(bytes_of(dir / "d3") == bytes_of(dir / "d1")) << "dropout on 3 ranks";
+}
+
+TEST(MpiCli, GptOnTwoRanksIsBitIdenticalToOneProcess) {
+  // issue 20: a gpt: model on a text, deterministic mode, dropout; each rank trains its
+  // split_batch part of every global batch of windows, rank 0 writes the checkpoints, --save
+  // and --metrics; the evaluations are the same numbers.
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 120; ++i) text += i % 3 ? "the cat sat on the mat.\n" : "a dog ran off!\n";
+  write_text(dir / "t.txt", text);
+  const std::vector<std::string> args{"train",
+                                      "--data",
+                                      "text:" + (dir / "t.txt"),
+                                      "--model",
+                                      "gpt:layers=2,heads=2,embd=32,block=16,dropout=0.1",
+                                      "--max-iters",
+                                      "6",
+                                      "--eval-interval",
+                                      "3",
+                                      "--eval-iters",
+                                      "2",
+                                      "--batch-size",
+                                      "12",
+                                      "--deterministic",
+                                      "--lr-schedule",
+                                      "cosine",
+                                      "--quiet"};
+  RunResult one =
+      lockstep(args + std::vector<std::string>{"--devices", "cpu:0", "--backend", "threads",
+                                               "--save", dir / "one", "--metrics", dir / "one.m"});
+  ASSERT_EQ(one.status, 0) << one.err;
+  Timed two =
+      mpirun(2, args + std::vector<std::string>{"--save", dir / "two", "--metrics", dir / "two.m",
+                                                "--checkpoint-dir", dir / "ck"});
+  ASSERT_EQ(two.r.status, 0) << two.r.err;
+  ASSERT_FALSE(bytes_of(dir / "one").empty());
+  EXPECT_TRUE(bytes_of(dir / "two") == bytes_of(dir / "one")) << "final parameters differ";
+  const auto a = lines_of(read_text(dir / "one.m")), b = lines_of(read_text(dir / "two.m"));
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto x = nlohmann::json::parse(a[i]), y = nlohmann::json::parse(b[i]);
+    for (const char* key : {"iter", "train_loss", "val_loss", "lr"})
+      EXPECT_EQ(x[key], y[key]) << key;
+    EXPECT_EQ(y["world_size"], 2);
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path() / "ck"))
+    names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"iter-000003.safetensors", "iter-000006.safetensors"}));
 }
 
 TEST(MpiCli, RankZeroWritesCheckpointsAndFourRanksResumeBitIdentically) {

@@ -147,7 +147,11 @@ bool is_checkpoint(const safetensors::File& file) {
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
-  safetensors::File file = safetensors::load_file(path);
+  return parse_checkpoint(io::read_file(path), path);
+}
+
+Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
+  safetensors::File file = safetensors::deserialize(bytes, path);
   const auto& md = file.metadata;
   auto format = md.find("format");
   if (format == md.end() || format->second != kFormat)

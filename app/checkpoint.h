@@ -15,11 +15,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "lockstep/io/safetensors.h"
 #include "lockstep/nn/state_dict.h"
 
 namespace lockstep::app {
+
+struct DistContext;
 
 /// Where training stands, as stored in a checkpoint's metadata.
 struct TrainingPosition {
@@ -78,5 +81,15 @@ bool is_checkpoint(const safetensors::File& file);
 /// Reads a checkpoint. IoError (unreadable), DataError (malformed safetensors, or a missing or
 /// malformed metadata entry, naming the file and the key).
 Checkpoint read_checkpoint(const std::string& path);
+
+/// read_checkpoint of a file's bytes (`path` names it in errors and in Checkpoint::path).
+Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path);
+
+/// --resume in a job of several ranks: rank 0 alone looks for the newest checkpoint in `dir`
+/// (find_latest_checkpoint) and reads it; its bytes go to every rank by broadcast, so the ranks
+/// need no shared file system (only rank 0's host holds checkpoints: rank 0 writes them). A
+/// failure on rank 0 (no checkpoint: ValueError; IoError; DataError) is thrown on every rank
+/// with rank 0's message. Without a group, read_checkpoint of the newest file.
+Checkpoint read_latest_checkpoint_on_rank0(const DistContext& dist, const std::string& dir);
 
 }  // namespace lockstep::app

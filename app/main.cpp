@@ -17,6 +17,7 @@
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
 #include "message_text.h"
+#include "rank_hosts.h"
 #include "signals.h"
 #include "train.h"
 
@@ -57,10 +58,11 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   }
 }
 
-/// "rank R: " in a job of several ranks (every rank prints its own errors), else "".
+/// "rank R: " in a job of several ranks (every rank prints its own errors), "rank R on HOST: "
+/// when they run on more than one host, else "".
 std::string rank_prefix() {
   const DistContext& d = current_dist();
-  return d.world > 1 ? "rank " + std::to_string(d.rank) + ": " : "";
+  return d.world > 1 ? "rank " + std::to_string(d.rank) + on_host(d.rank) + ": " : "";
 }
 
 /// Runs the selected job; any exception becomes one stderr line and its exit status.

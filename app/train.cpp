@@ -11,6 +11,7 @@
 #include "exit_status.h"
 #include "lockstep/lockstep.h"
 #include "metrics.h"
+#include "rank_hosts.h"
 #include "signals.h"
 #include "trainer.h"
 #include "weights.h"
@@ -53,17 +54,32 @@ void Trainer::run() {
   begin_training();  // from here a signal is acted on after the current step (signals.h)
   if (text_) return run_iterations();
   std::optional<double> val_loss, val_accuracy;
+  // A rank lost in a collective between epochs is named with the step too (rethrow_at).
+  auto at_boundary = [this](std::int64_t epoch) {
+    return "the end of epoch " + std::to_string(epoch) + ", after step " +
+           std::to_string(global_step_) + " of the run";
+  };
   for (std::int64_t epoch = epochs_done_ + 1; epoch <= o_.epochs; ++epoch) {
-    if (const int sig = signal_now(); sig != 0)
-      interrupted(sig, "before epoch " + std::to_string(epoch), "");
+    int sig = 0;
+    try {
+      sig = signal_now();
+    } catch (const DistError&) {
+      rethrow_at(at_boundary(epoch - 1));
+    }
+    if (sig != 0) interrupted(sig, "before epoch " + std::to_string(epoch), "");
     const std::int64_t first_batch = epoch == epochs_done_ + 1 ? resume_batch_ : 0;
     EpochStats s = train_epoch(epoch, first_batch);
     val_loss = s.val_loss, val_accuracy = s.val_accuracy;
     progress_->end_epoch(epoch_line(s));
     if (metrics_) metrics_->append(s, r_.devices, dist_.world);
     std::string checkpoint;
-    if (!o_.checkpoint_dir.empty()) checkpoint = write_checkpoint_at(epoch, 0);
-    if (const int sig = signal_now(); sig != 0 && epoch < o_.epochs)
+    try {
+      if (!o_.checkpoint_dir.empty()) checkpoint = write_checkpoint_at(epoch, 0);
+      sig = signal_now();
+    } catch (const DistError&) {
+      rethrow_at(at_boundary(epoch));
+    }
+    if (sig != 0 && epoch < o_.epochs)
       interrupted(sig, "at the end of epoch " + std::to_string(epoch), checkpoint);
   }
   const std::int64_t trained = std::max(o_.epochs, epochs_done_);
@@ -73,7 +89,7 @@ void Trainer::run() {
   save_final();
   out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)
-       << '\n'
+       << ranks_on_hosts() << '\n'
        << std::flush;
 }
 

@@ -128,7 +128,12 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
   s.epoch = epoch;
   s.epochs = o_.epochs;
   s.train_loss = epoch_loss_sum_ / static_cast<double>(epoch_samples_);
-  if (auto v = validate()) s.val_loss = v->loss, s.val_accuracy = v->accuracy;
+  try {
+    if (auto v = validate()) s.val_loss = v->loss, s.val_accuracy = v->accuracy;
+  } catch (const DistError&) {
+    rethrow_at("the validation of epoch " + std::to_string(epoch) + ", after step " +
+               std::to_string(global_step_) + " of the run");
+  }
   s.samples_per_second =
       train_seconds > 0 ? static_cast<double>(epoch_samples_ - samples_before) / train_seconds : 0;
   s.seconds = seconds_since(epoch_start);

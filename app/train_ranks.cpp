@@ -7,6 +7,7 @@
 
 #include "lockstep/lockstep.h"
 #include "rank_agreement.h"
+#include "rank_hosts.h"
 #include "trainer.h"
 
 namespace lockstep::app {
@@ -33,7 +34,8 @@ std::string Trainer::nonfinite_ranks() const {
     if (!std::isfinite(ddp->rank_losses()[r])) bad.push_back(static_cast<int>(r));
   if (bad.empty()) return "";
   std::string s = bad.size() == 1 ? " on rank " : " on ranks ";
-  for (std::size_t i = 0; i < bad.size(); ++i) s += (i ? "," : "") + std::to_string(bad[i]);
+  for (std::size_t i = 0; i < bad.size(); ++i)
+    s += (i ? "," : "") + std::to_string(bad[i]) + on_host(bad[i]);
   return s;
 }
 

@@ -97,9 +97,9 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
 }
 
 void Trainer::resume_from_checkpoint() {
-  const std::optional<std::string> path = find_latest_checkpoint(o_.checkpoint_dir);
-  if (!path) throw ValueError("--resume: no checkpoint in " + o_.checkpoint_dir);
-  Checkpoint c = read_checkpoint(*path);
+  // Rank 0 reads the file and broadcasts it: the other ranks' hosts need not see the directory.
+  Checkpoint c = read_latest_checkpoint_on_rank0(dist_, o_.checkpoint_dir);
+  const std::optional<std::string> path = c.path;
   check_same_flags(c.position.flags, fingerprint_, *path);
   try {
     dp_->load_state_dict(c.model, /*strict=*/true);

@@ -21,6 +21,7 @@ PACKAGES=(
   fortunes                                  # the example text of gpt: models (/usr/share/games/fortunes)
   clang-14 libclang-rt-14-dev               # libFuzzer targets of the file readers (scripts/fuzz.sh)
   libopenmpi-dev openmpi-bin                # the mpi ProcessGroup backend and mpirun (tests/mpi)
+  iproute2 bc                               # tests/multihost: network namespaces, tc; timings
 )
 
 if [[ "${1:-}" == "--list" ]]; then

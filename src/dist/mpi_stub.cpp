@@ -17,4 +17,6 @@ void notify_failure(int, const std::string&, double) {}
 
 std::vector<int> mpi_unresponsive_ranks() { return {}; }
 
+std::vector<std::string> mpi_hosts() { return {}; }
+
 }  // namespace lockstep::dist

@@ -99,4 +99,10 @@ void finalize_mpi();
 /// failed without parsing the message.
 std::vector<int> mpi_unresponsive_ranks();
 
+/// Every rank's host name (MPI_Get_processor_name, gathered by init_mpi()), indexed by rank;
+/// empty when all ranks run on one host (a name would tell nothing there), before init_mpi()
+/// and in builds without MPI. The group's own errors name peers as "rank 1 on host2" in a job
+/// on several hosts; callers use this to name ranks the same way.
+std::vector<std::string> mpi_hosts();
+
 }  // namespace lockstep::dist

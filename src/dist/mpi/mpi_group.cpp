@@ -6,6 +6,7 @@
 // their order is unspecified, so ranks (and runs) could get different bits.
 #include "dist/mpi/mpi_group.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -117,10 +118,31 @@ MpiGroup::MpiGroup(MPI_Comm comm, MPI_Comm roll, const MpiOptions& options)
   scounts_.resize(n);
   rcounts_.resize(n);
   rdispls_.resize(n);
+  gather_hosts();
   if (size_ > 1) {
     post_ping_receive();
     post_notice_receive();
   }
+}
+
+void MpiGroup::gather_hosts() {
+  const auto n = static_cast<std::size_t>(size_);
+  std::vector<char> names(n * MPI_MAX_PROCESSOR_NAME, '\0');
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  // Best effort: without names (a failed call) messages name ranks alone.
+  if (MPI_Get_processor_name(mine, &length) == MPI_SUCCESS &&
+      MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                    MPI_CHAR, comm_) == MPI_SUCCESS) {
+    for (std::size_t r = 0; r < n; ++r)
+      hosts_.emplace_back(names.data() + r * MPI_MAX_PROCESSOR_NAME,
+                          strnlen(names.data() + r * MPI_MAX_PROCESSOR_NAME,
+                                  MPI_MAX_PROCESSOR_NAME - 1));
+    if (std::all_of(hosts_.begin(), hosts_.end(), [&](const auto& h) { return h == hosts_[0]; }))
+      hosts_.clear();
+  }
+  for (std::size_t r = 0; r < n; ++r)
+    rank_names_.push_back("rank " + std::to_string(r) + (hosts_.empty() ? "" : " on " + hosts_[r]));
 }
 
 void MpiGroup::set_options(const MpiOptions& options) {

@@ -66,6 +66,9 @@ class MpiGroup final : public ProcessGroup {
   void barrier() override;
 
   void set_options(const MpiOptions& options);
+  // Every rank's host name (MPI_Get_processor_name, gathered when the group is made); empty
+  // when all ranks run on one host (messages then name ranks alone).
+  const std::vector<std::string>& hosts() const { return hosts_; }
   // dist::notify_failure: sends a failure notice to every peer, waits for their acknowledgements
   // at most `wait_seconds`. Never throws.
   void notify_failure(int status, const std::string& message, double wait_seconds) noexcept;
@@ -113,11 +116,22 @@ class MpiGroup final : public ProcessGroup {
   std::vector<int> roll_call(double window_s);
   void reap_sends();
 
-  std::string where() const;  // "mpi all_reduce on rank 0 of 2"
+  std::string where() const;  // "mpi all_reduce on rank 0 of 2" (+ " (host1)": see hosts_)
+  // "rank 1", or "rank 1 on host2" in a job whose ranks run on more than one host.
+  const std::string& rank_name(int r) const { return rank_names_[static_cast<std::size_t>(r)]; }
+  // "no answer from rank 1 (hung, stopped or dead)" / "... from ranks 1, 3 ..." / every rank
+  // answered.
+  std::string describe_roll_call(const std::vector<int>& silent) const;
+  // " (host1)": this rank's host in a job on several hosts, else "".
+  std::string host_suffix() const;
+  // Fills hosts_ (every rank's MPI_Get_processor_name; empty when all ranks share one host, or
+  // the names could not be gathered) and rank_names_. Collective: called by the constructor.
+  void gather_hosts();
   void* scratch(std::size_t index, std::size_t bytes);
 
   MPI_Comm comm_;
   MPI_Comm roll_;
+  std::vector<std::string> hosts_, rank_names_;
   int rank_ = 0;
   int size_ = 1;
   double timeout_s_;

@@ -108,4 +108,10 @@ std::vector<int> mpi_unresponsive_ranks() {
   return st.group ? st.group->unresponsive_ranks() : std::vector<int>{};
 }
 
+std::vector<std::string> mpi_hosts() {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.group ? st.group->hosts() : std::vector<std::string>{};
+}
+
 }  // namespace lockstep::dist

@@ -86,17 +86,6 @@ std::string seconds(double s) {
   throw ValueError(message);
 }
 
-// "no answer from rank 1 (hung, stopped or dead)" / "... from ranks 1, 3 ..." / every rank
-// answered.
-std::string describe_roll_call(const std::vector<int>& silent) {
-  if (silent.empty())
-    return "every rank answered a roll call, so all are alive: a rank stayed out of collectives "
-           "for longer than the timeout";
-  std::string s = silent.size() == 1 ? "no answer from rank " : "no answer from ranks ";
-  for (std::size_t i = 0; i < silent.size(); ++i) s += (i ? ", " : "") + std::to_string(silent[i]);
-  return s + " (hung, stopped or dead)";
-}
-
 }  // namespace
 
 std::string error_string(int rc) {
@@ -130,7 +119,25 @@ MpiGroup::Call::~Call() {
 
 std::string MpiGroup::where() const {
   return std::string("mpi ") + current_ + " on rank " + std::to_string(rank_) + " of " +
-         std::to_string(size_);
+         std::to_string(size_) + host_suffix();
+}
+
+std::string MpiGroup::host_suffix() const {
+  return hosts_.empty() ? "" : " (" + hosts_[static_cast<std::size_t>(rank_)] + ")";
+}
+
+std::string MpiGroup::describe_roll_call(const std::vector<int>& silent) const {
+  if (silent.empty())
+    return "every rank answered a roll call, so all are alive: a rank stayed out of collectives "
+           "for longer than the timeout";
+  std::string s = "no answer from ";
+  if (hosts_.empty()) {  // "rank 1" / "ranks 1, 3"
+    s += silent.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < silent.size(); ++i) s += (i ? ", " : "") + std::to_string(silent[i]);
+  } else {  // "rank 1 on host2, rank 3 on host3"
+    for (std::size_t i = 0; i < silent.size(); ++i) s += (i ? ", " : "") + rank_name(silent[i]);
+  }
+  return s + " (hung, stopped or dead)";
 }
 
 void MpiGroup::check(int rc, const char* mpi_call) {
@@ -149,7 +156,8 @@ void MpiGroup::fail(const std::string& message, bool timeout) {
 void MpiGroup::fail_timeout() {
   unresponsive_ = roll_call(kRollCallSeconds);
   fail(std::string("mpi ") + current_ + " timed out after " + seconds(timeout_s_) + " on rank " +
-           std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
+           std::to_string(rank_) + " of " + std::to_string(size_) +
+           host_suffix() + ": " +
            describe_roll_call(unresponsive_),
        true);
 }
@@ -157,14 +165,14 @@ void MpiGroup::fail_timeout() {
 void MpiGroup::fail_called_by_peer() {
   const int caller = called_by_;
   unresponsive_ = roll_call(kRollCallSeconds);
-  fail(where() + ": rank " + std::to_string(caller) +
+  fail(where() + ": " + rank_name(caller) +
            " timed out in a collective and called the roll; " + describe_roll_call(unresponsive_),
        true);
 }
 
 void MpiGroup::fail_notified_by_peer() {
   const std::string message =
-      where() + ": rank " + std::to_string(notice_from_) + " failed: " + notice_message_;
+      where() + ": " + rank_name(notice_from_) + " failed: " + notice_message_;
   failure_ = message;
   for (auto& t : in_flight_) orphans_.push_back(t);
   in_flight_.clear();
@@ -212,7 +220,7 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
   for (int r = 0; r < size_; ++r)
     if (infos_[r].error != 0)
       throw_typed(static_cast<ArgErrorType>(infos_[r].error),
-                  where() + ": rank " + std::to_string(r) +
+                  where() + ": " + rank_name(r) +
                       " rejected its arguments (see its error); no rank ran the collective");
 
   const CallInfo& first = infos_[0];
@@ -221,7 +229,7 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
     for (int r = 1; r < size_; ++r)
       if (field(infos_[r]) != field(first))
         list +=
-            (list.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " " + describe(infos_[r]));
+            (list.empty() ? "" : ", ") + (rank_name(r) + " " + describe(infos_[r]));
     return list.empty() ? list : list + ", but rank 0 " + describe(first);
   };
   auto call = [](const CallInfo& c) {

@@ -70,5 +70,26 @@ TEST(CliMemory, ValidationAndEvalRunInBoundedChunks) {
   EXPECT_NE(r.out.find("samples 400"), std::string::npos) << r.out;
 }
 
+// A gpt: model is checked before it is built: 2 blocks 4,096 wide are 403 M parameters (1.6 GB of
+// weights, 6.4 GB with AdamW's state and the gradients), refused under 1 GiB with the estimate.
+TEST(CliMemory, AGptThatDoesNotFitIsRefusedBeforeItIsBuilt) {
+  if (kSanitized) GTEST_SKIP() << "ulimit -v breaks the sanitizers' shadow memory";
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog\n";
+  write_text(dir / "t.txt", text);
+  const RunResult r = lockstep_limited(
+      1 << 20, {"train", "--data", "text:" + (dir / "t.txt"), "--model",
+                "gpt:layers=2,heads=2,embd=4096,block=16", "--max-iters", "1", "--batch-size",
+                "2", "--save", dir / "w"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  for (const std::string m : {"--model gpt:layers=2,heads=2,embd=4096,block=16",
+                              "training needs about", "available (ulimit -v)", "--batch-size"})
+    EXPECT_NE(lines[0].find(m), std::string::npos) << m << " missing in " << lines[0];
+  EXPECT_FALSE(fs::exists(dir / "w"));
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

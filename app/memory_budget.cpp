@@ -6,13 +6,18 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/error.h"
+#include "lockstep/nn/resnet.h"
 #include "lockstep/nn/sequential.h"
 #include "lockstep/ops/ops.h"
+#include "lockstep/ops/pool.h"
 #include "message_text.h"
 
 namespace lockstep::app {
@@ -100,15 +105,41 @@ MemoryNeed mlp_memory_need(const MlpSpec& spec) {
 MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data) {
   MemoryNeed need;
   for (const Tensor& p : model.parameters()) need.params += static_cast<long double>(p.numel());
-  if (dynamic_cast<nn::Sequential*>(&model) == nullptr) return need;
+  // The forward as steps, each with the tensors of its output's size that backward keeps. A layer
+  // list: one per layer (its output). resnet20 (not a chain: blocks add their shortcut) is walked
+  // in its forward's order. An estimate: only a block's output is seen from here, so what it
+  // keeps inside is counted from BasicBlock::forward (conv1, bn1, relu, conv2, bn2, the sum, the
+  // relu: 7 of its output's size, conv1 having the stride already; a projection's conv and
+  // BatchNorm: 2 more), not measured from autograd; the stem keeps conv1, bn1, relu (3).
+  std::vector<std::pair<std::function<Tensor(const Tensor&)>, long double>> steps;
+  auto step = [&steps](const std::shared_ptr<nn::Module>& m, long double kept) {
+    steps.emplace_back([m](const Tensor& x) { return m->forward(x); }, kept);
+  };
+  if (auto* resnet = dynamic_cast<nn::ResNet*>(&model)) {
+    steps.emplace_back(
+        [resnet](const Tensor& x) { return relu(resnet->bn1->forward(resnet->conv1->forward(x))); },
+        3.0L);
+    for (const auto& layer : {resnet->layer1, resnet->layer2, resnet->layer3})
+      for (const auto& block : layer->children())
+        step(block, static_cast<nn::BasicBlock&>(*block).downsample ? 9.0L : 7.0L);
+    steps.emplace_back(
+        [](const Tensor& x) {
+          return flatten(adaptive_avg_pool2d(x, {1, 1}), 1);
+        },
+        1.0L);
+    step(resnet->fc, 1.0L);
+  } else if (dynamic_cast<nn::Sequential*>(&model) != nullptr) {
+    for (const auto& layer : model.children()) step(layer, 1.0L);
+  }
+  if (steps.empty()) return need;
   std::vector<std::int64_t> sample = data.train_x.shape().vec();
   sample[0] = 2;  // two samples: BatchNorm needs more than one value per channel
   NoGradGuard no_grad;
   model.eval();
   Tensor out = zeros(Shape(sample));
-  for (const auto& layer : model.children()) {
-    out = layer->forward(out);
-    need.activations_per_sample += static_cast<long double>(out.numel()) / 2.0L;
+  for (const auto& [forward, kept] : steps) {
+    out = forward(out);
+    need.activations_per_sample += kept * static_cast<long double>(out.numel()) / 2.0L;
   }
   model.train();
   return need;
@@ -157,8 +188,12 @@ MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const 
   const int slots = o.optimizer == "sgd" ? (o.momentum != 0 ? 1 : 0) : 2;
   const std::string note =
       o.model.spec.empty() ? default_mlp_note(data.features, data.classes, data.train_name) : "";
-  check_training_memory(spec.mlp ? "--model " + spec.mlp->str() : spec.where + " " + spec.str(),
-                        need, replicas, slots, std::min(o.batch_size, data.train_x.size(0)), note);
+  // resnet20's `where` already names it ("--model resnet20"); a layer list's names the source.
+  const std::string what = spec.mlp               ? "--model " + spec.mlp->str()
+                           : spec.network.empty() ? spec.where + " " + spec.str()
+                                                  : spec.where;
+  check_training_memory(what, need, replicas, slots, std::min(o.batch_size, data.train_x.size(0)),
+                        note);
   return need;
 }
 

@@ -20,7 +20,8 @@
 
 namespace lockstep::app {
 
-/// Parameters and the float32 values one sample's forward produces (every layer's output).
+/// Parameters and the float32 values one sample's forward keeps (every layer's output; resnet20:
+/// what its blocks keep for backward).
 struct MemoryNeed {
   long double params = 0.0L, activations_per_sample = 0.0L;
 };
@@ -36,9 +37,11 @@ std::optional<AvailableMemory> available_memory();
 /// An mlp's need from its widths (each Linear's output and its activation's).
 MemoryNeed mlp_memory_need(const MlpSpec& spec);
 
-/// A built model's need: its parameters, and for a chain of layers (nn::Sequential: layer lists)
-/// the outputs of one sample's eval-mode forward through its children; models whose forward is
-/// not such a chain (resnet20) count their parameters only.
+/// A built model's need: its parameters, and the activations of one sample's eval-mode, no-grad
+/// forward (run on 2 samples): for a chain of layers (nn::Sequential: layer lists) every child's
+/// output; for nn::ResNet (resnet20) an estimate from its pieces' outputs, 3 for the stem and per
+/// BasicBlock the 7 tensors of its output's size that backward keeps (9 with a projection). Other
+/// models count their parameters only.
 MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data);
 
 /// Rows per evaluation forward: as many as keep `need`'s activations under 256 MiB, from 1 to

@@ -5,6 +5,7 @@
 // cgroup's memory.max is read the same way, MemAvailable too); the sanitizers reserve terabytes
 // of address space for their shadow memory, so these tests are skipped under them.
 #include "cli_support.h"
+#include "lockstep/data/idx.h"
 
 namespace lockstep::e2e {
 namespace {
@@ -78,15 +79,35 @@ TEST(CliMemory, AGptThatDoesNotFitIsRefusedBeforeItIsBuilt) {
   std::string text;
   for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog\n";
   write_text(dir / "t.txt", text);
-  const RunResult r = lockstep_limited(
-      1 << 20, {"train", "--data", "text:" + (dir / "t.txt"), "--model",
-                "gpt:layers=2,heads=2,embd=4096,block=16", "--max-iters", "1", "--batch-size",
-                "2", "--save", dir / "w"});
+  const RunResult r =
+      lockstep_limited(1 << 20, {"train", "--data", "text:" + (dir / "t.txt"), "--model",
+                                 "gpt:layers=2,heads=2,embd=4096,block=16", "--max-iters", "1",
+                                 "--batch-size", "2", "--save", dir / "w"});
   EXPECT_EQ(r.status, 2) << r.err;
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
   for (const std::string m : {"--model gpt:layers=2,heads=2,embd=4096,block=16",
                               "training needs about", "available (ulimit -v)", "--batch-size"})
+    EXPECT_NE(lines[0].find(m), std::string::npos) << m << " missing in " << lines[0];
+  EXPECT_FALSE(fs::exists(dir / "w"));
+}
+
+// resnet20 is not a layer list: its activations were not counted (parameters only), so a batch of
+// 4,096 Fashion-MNIST images (about 17 GB of activations and gradients) passed the check under
+// 2 GiB and ran out of memory in its first forward. Now counted from one 2-sample forward.
+TEST(CliMemory, AResnetBatchThatDoesNotFitIsRefusedWithItsActivations) {
+  if (kSanitized) GTEST_SKIP() << "ulimit -v breaks the sanitizers' shadow memory";
+  if (!fs::exists(fs::path(data::kFashionMnistDir) / "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << data::kFashionMnistDir << " not installed (Debian's dataset-fashion-mnist)";
+  TempDir dir;
+  const RunResult r =
+      lockstep_limited(2 << 20, {"train", "--data", "fashion-mnist", "--model", "resnet20",
+                                 "--batch-size", "4096", "--epochs", "1", "--save", dir / "w"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  for (const std::string m : {"--model resnet20: training needs about", "available (ulimit -v)",
+                              "the activations of a batch of 4096"})
     EXPECT_NE(lines[0].find(m), std::string::npos) << m << " missing in " << lines[0];
   EXPECT_FALSE(fs::exists(dir / "w"));
 }

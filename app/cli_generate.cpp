@@ -39,7 +39,8 @@ void add_generate_command(CLI::App& app, CliOptions& options) {
   for (CLI::Option* opt : gen->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   gen->footer(
-      "Output: the prompt followed by the generated text on stdout (nothing else). The model "
+      "Output: the prompt followed by the generated text and a newline on stdout (nothing "
+      "else). The model "
       "sees the last block tokens (the spec's block) of the text so far.\n"
       "Exit status: 0 success, 1 internal error, 2 usage or data error.");
   gen->callback([&options] { options.command = Command::Generate; });

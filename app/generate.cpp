@@ -102,6 +102,7 @@ void run_generate(const GenerateOptions& o, std::ostream& out) {
     ids.push_back(id);
     out << vocab.decode({id}) << std::flush;
   }
+  out << '\n' << std::flush;  // as nanoGPT's sample.py, print(decode(...)): the line ends
 }
 
 }  // namespace lockstep::app

@@ -34,12 +34,12 @@ TEST(CliGenerate, GreedyTokensEqualPyTorchsFromNanoGptsModel) {
     EXPECT_EQ(generate({"--weights", kWeights, "--prompt", prompt, "--max-new-tokens", n,
                         "--temperature", "0"})
                   .out,
-              prompt + text);
+              prompt + text + "\n");
     // nanoGPT's own greedy call: generate(idx, n, temperature=1.0, top_k=1).
     EXPECT_EQ(generate({"--weights", kWeights, "--prompt", prompt, "--max-new-tokens", n,
                         "--temperature", "1", "--top-k", "1", "--seed", "9"})
                   .out,
-              prompt + text);
+              prompt + text + "\n");
   }
 }
 
@@ -48,14 +48,14 @@ TEST(CliGenerate, SamplingIsSeeded) {
                                       "--max-new-tokens", "200",    "--temperature", "2",
                                       "--top-k",          "0"};
   const std::string a = generate(args + std::vector<std::string>{"--seed", "1"}).out;
-  EXPECT_EQ(a.size(), 203u);
+  EXPECT_EQ(a.size(), 204u);  // the prompt, 200 tokens, the closing newline
   EXPECT_EQ(a.substr(0, 3), "the");
   EXPECT_EQ(a, generate(args + std::vector<std::string>{"--seed", "1"}).out);
   EXPECT_NE(a, generate(args + std::vector<std::string>{"--seed", "2"}).out);
   const std::string vocab = "\n !.?abcdefghilmnorstwxy";
   for (char ch : a) EXPECT_NE(vocab.find(ch), std::string::npos) << int(ch);
   EXPECT_EQ(generate({"--weights", kWeights, "--prompt", "egg", "--max-new-tokens", "0"}).out,
-            "egg");
+            "egg\n");
 }
 
 TEST(CliGenerate, FilesOfLockstepTrainNeedNoOtherFlag) {
@@ -68,7 +68,7 @@ TEST(CliGenerate, FilesOfLockstepTrainNeedNoOtherFlag) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string from_save =
       generate({"--weights", dir / "w", "--prompt", "a dog", "--max-new-tokens", "20"}).out;
-  EXPECT_EQ(from_save.size(), 25u);
+  EXPECT_EQ(from_save.size(), 26u);
   EXPECT_EQ(generate({"--weights", dir / "ck/iter-000003.safetensors", "--prompt", "a dog",
                       "--max-new-tokens", "20"})
                 .out,

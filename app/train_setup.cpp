@@ -18,23 +18,26 @@
 namespace lockstep::app {
 namespace {
 
+/// The run's optimizer over `groups`: every parameter in one group (epoch-based models), or
+/// nanoGPT's weight-decay groups (gpt: models, which train with adam or adamw only:
+/// check_training_kind refuses sgd for them, and SGD takes one group).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const Resolved& r,
-                                                 std::vector<Tensor> params) {
-  if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(std::move(params),
+                                                 std::vector<optim::ParamGroup> groups) {
+  if (r.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(groups.front().params),
                                         optim::SGDOptions{.lr = r.lr,
                                                           .momentum = o.momentum,
                                                           .dampening = o.dampening,
                                                           .weight_decay = r.weight_decay,
                                                           .nesterov = o.nesterov});
-  if (o.optimizer == "adam")
-    return std::make_unique<optim::Adam>(std::move(params),
+  if (r.optimizer == "adam")
+    return std::make_unique<optim::Adam>(std::move(groups),
                                          optim::AdamOptions{.lr = r.lr,
                                                             .beta1 = o.beta1,
                                                             .beta2 = o.beta2,
                                                             .eps = o.eps,
                                                             .weight_decay = r.weight_decay});
-  return std::make_unique<optim::AdamW>(std::move(params),
+  return std::make_unique<optim::AdamW>(std::move(groups),
                                         optim::AdamWOptions{.lr = r.lr,
                                                             .beta1 = o.beta1,
                                                             .beta2 = o.beta2,
@@ -53,25 +56,10 @@ std::int64_t count_batchnorms(const nn::Module& m) {
 }  // namespace
 
 void Trainer::setup_optimizer() {
-  if (text_) {  // nanoGPT's configure_optimizers: weight decay on the >= 2-d tensors only
-    std::vector<optim::ParamGroup> groups = optim::weight_decay_groups(*model_, r_.weight_decay);
-    if (r_.optimizer == "adam")
-      optimizer_ = std::make_shared<optim::Adam>(
-          std::move(groups), optim::AdamOptions{.lr = r_.lr,
-                                                .beta1 = o_.beta1,
-                                                .beta2 = o_.beta2,
-                                                .eps = o_.eps,
-                                                .weight_decay = r_.weight_decay});
-    else
-      optimizer_ = std::make_shared<optim::AdamW>(
-          std::move(groups), optim::AdamWOptions{.lr = r_.lr,
-                                                 .beta1 = o_.beta1,
-                                                 .beta2 = o_.beta2,
-                                                 .eps = o_.eps,
-                                                 .weight_decay = r_.weight_decay});
-  } else {
-    optimizer_ = make_optimizer(o_, r_, dp_->parameters());
-  }
+  // gpt: models: nanoGPT's configure_optimizers, weight decay on the >= 2-d tensors only.
+  optimizer_ = make_optimizer(o_, r_,
+                              text_ ? optim::weight_decay_groups(*model_, r_.weight_decay)
+                                    : std::vector<optim::ParamGroup>{{dp_->parameters()}});
   if (text_ && r_.schedule.kind == LrSchedule::Kind::Cosine)  // nanoGPT's get_lr, per iteration
     scheduler_ = std::make_unique<optim::WarmupCosineLR>(*optimizer_, o_.warmup_iters,
                                                          r_.lr_decay_iters, r_.min_lr);
@@ -125,9 +113,9 @@ void Trainer::setup() {
                         o_.model.spec.empty()
                             ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                             : "");
-    r_.eval_rows = eval_chunk_rows(r_.model.mlp ? mlp_need
-                                                : check_run_memory(o_, r_.model, data_,
-                                                                   replicas_here, model_.get()));
+    r_.eval_rows = eval_chunk_rows(
+        r_.model.mlp ? mlp_need
+                     : check_run_memory(o_, r_.model, data_, replicas_here, model_.get()));
     if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   }
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every

@@ -102,6 +102,21 @@ MemoryNeed mlp_memory_need(const MlpSpec& spec) {
   return need;
 }
 
+MemoryNeed gpt_memory_need(const GptSpec& spec, std::int64_t vocab_size) {
+  const auto c = static_cast<long double>(spec.embd), t = static_cast<long double>(spec.block);
+  const auto v = static_cast<long double>(vocab_size);
+  const auto layers = static_cast<long double>(spec.layers);
+  MemoryNeed need;
+  need.params = c * (v + t) + 12.0L * c * c * layers;
+  need.activations_per_sample = t * (18.0L * c * layers + 2.0L * v);
+  return need;
+}
+
+int optimizer_state_slots(const std::string& optimizer, double momentum) {
+  if (optimizer == "sgd") return momentum != 0 ? 1 : 0;
+  return 2;
+}
+
 MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data) {
   MemoryNeed need;
   for (const Tensor& p : model.parameters()) need.params += static_cast<long double>(p.numel());
@@ -185,15 +200,14 @@ MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const 
                             std::int64_t replicas, nn::Module* model) {
   if ((model == nullptr) != spec.mlp.has_value()) return {};
   const MemoryNeed need = spec.mlp ? mlp_memory_need(*spec.mlp) : model_memory_need(*model, data);
-  const int slots = o.optimizer == "sgd" ? (o.momentum != 0 ? 1 : 0) : 2;
   const std::string note =
       o.model.spec.empty() ? default_mlp_note(data.features, data.classes, data.train_name) : "";
   // resnet20's `where` already names it ("--model resnet20"); a layer list's names the source.
   const std::string what = spec.mlp               ? "--model " + spec.mlp->str()
                            : spec.network.empty() ? spec.where + " " + spec.str()
                                                   : spec.where;
-  check_training_memory(what, need, replicas, slots, std::min(o.batch_size, data.train_x.size(0)),
-                        note);
+  check_training_memory(what, need, replicas, optimizer_state_slots(o.optimizer, o.momentum),
+                        std::min(o.batch_size, data.train_x.size(0)), note);
   return need;
 }
 

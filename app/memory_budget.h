@@ -37,6 +37,15 @@ std::optional<AvailableMemory> available_memory();
 /// An mlp's need from its widths (each Linear's output and its activation's).
 MemoryNeed mlp_memory_need(const MlpSpec& spec);
 
+/// A gpt: model's need from its spec, before it is built: nanoGPT's parameters (wte tied to
+/// lm_head, wpe, 12 C² a block; biases and LayerNorms left out) and, a window of `block` tokens,
+/// about 18 C values a token a block (LayerNorms, qkv, the attention's output, projections, the
+/// MLP's 4 C twice, residuals) plus the logits and their softmax (2 V a token). An estimate.
+MemoryNeed gpt_memory_need(const GptSpec& spec, std::int64_t vocab_size);
+
+/// State tensors the optimizer keeps per parameter: sgd 0 (1 with momentum), adam/adamw 2.
+int optimizer_state_slots(const std::string& optimizer, double momentum);
+
 /// A built model's need: its parameters, and the activations of one sample's eval-mode, no-grad
 /// forward (run on 2 samples): for a chain of layers (nn::Sequential: layer lists) every child's
 /// output; for nn::ResNet (resnet20) an estimate from its pieces' outputs, 3 for the stem and per

@@ -8,8 +8,8 @@
 #include "data_source.h"
 #include "gpt_spec.h"
 #include "lockstep/lockstep.h"
-#include "model_spec.h"
 #include "memory_budget.h"
+#include "model_spec.h"
 #include "trainer.h"
 #include "weights.h"
 
@@ -61,18 +61,10 @@ void Trainer::setup_text_model(std::int64_t replicas) {
   text_ = load_text(spec.paths[0], spec.kind == DataSpec::Kind::TextBytes, o_.data.val_fraction,
                     g.block);
   const nn::GPTConfig config = g.config(text_->vocab.size());
-  // Checked before the model is allocated (memory_budget.h): nanoGPT's parameters (wte tied to
-  // lm_head, wpe, 12 C^2 a block) and, a window, about 18 C values a token a block (ln, qkv, the
-  // attention's output, projections, the MLP's 4C twice, residuals) plus the logits and their
-  // softmax (2 V a token).
-  const auto c = static_cast<long double>(g.embd), t = static_cast<long double>(g.block);
-  const auto v = static_cast<long double>(text_->vocab.size());
-  MemoryNeed need;
-  need.params = c * (v + t) + 12.0L * c * c * static_cast<long double>(g.layers);
-  need.activations_per_sample = t * (18.0L * c * static_cast<long double>(g.layers) + 2.0L * v);
+  // Checked before the model is allocated (memory_budget.h).
+  const MemoryNeed need = gpt_memory_need(g, text_->vocab.size());
   check_training_memory("--model " + g.str(), need, replicas,
-                        r_.optimizer == "sgd" ? (o_.momentum != 0 ? 1 : 0) : 2, o_.batch_size,
-                        "");
+                        optimizer_state_slots(r_.optimizer, o_.momentum), o_.batch_size, "");
   r_.eval_rows = eval_chunk_rows(need);
   // The model from --seed (nanoGPT's init), then the windows from their own generator.
   manual_seed(o_.data.seed);

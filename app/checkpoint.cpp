@@ -1,6 +1,8 @@
 // Checkpoint files (see checkpoint.h).
 #include "checkpoint.h"
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <string_view>
 #include <system_error>
 
 #include "lockstep/core/error.h"
@@ -22,6 +25,12 @@ namespace fs = std::filesystem;
 constexpr const char* kFormat = "lockstep-checkpoint-1";
 constexpr const char* kOptimizerPrefix = "optimizer.";
 constexpr const char* kSchedulerPrefix = "scheduler.";
+/// The metadata keys write_checkpoint gives the position itself; every other key is
+/// TrainingPosition::extra.
+constexpr std::array<std::string_view, 12> kPositionKeys{
+    "format",           "epoch",          "batch_in_epoch", "global_step",
+    "dp_step_count",    "epoch_loss_sum", "epoch_samples",  "generator_seed",
+    "generator_offset", "seed",           "flags",          "unit"};
 
 /// A double as a C99 hex float ("0x1.8p+1"): exact, so a resumed epoch's train_loss continues
 /// bit for bit.
@@ -180,10 +189,7 @@ Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
   p.flags = metadata_value(md, "flags", path);
   p.by_iteration = md.count("unit") > 0 && md.at("unit") == "iteration";
   for (const auto& [key, value] : md)
-    if (key != "format" && key != "epoch" && key != "batch_in_epoch" && key != "global_step" &&
-        key != "dp_step_count" && key != "epoch_loss_sum" && key != "epoch_samples" &&
-        key != "generator_seed" && key != "generator_offset" && key != "seed" && key != "flags" &&
-        key != "unit")
+    if (std::find(kPositionKeys.begin(), kPositionKeys.end(), key) == kPositionKeys.end())
       p.extra.emplace(key, value);
   if (p.epochs_done < 0 || p.batch_in_epoch < 0 || p.global_step < 0 || p.epoch_samples < 0)
     throw DataError(path + ": negative training position in metadata");

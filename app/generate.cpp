@@ -70,8 +70,7 @@ void run_generate(const GenerateOptions& o, std::ostream& out) {
   if (model->config.vocab_size != vocab.size())
     throw DataError(where + ": metadata 'vocab_size' " + std::to_string(model->config.vocab_size) +
                     " but the vocabulary has " + std::to_string(vocab.size()) + " tokens");
-  auto format = file.metadata.find("format");
-  if (format != file.metadata.end() && format->second.rfind("lockstep-checkpoint", 0) == 0) {
+  if (is_checkpoint(file)) {
     // A checkpoint of --checkpoint-dir: its model part (the optimizer's and scheduler's go).
     try {
       model->load_state_dict(read_checkpoint(o.weights).model, /*strict=*/true);

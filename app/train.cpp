@@ -42,8 +42,7 @@ std::optional<EvalResult> Trainer::validate() {
 
 void Trainer::save_final() {
   if (!o_.save.empty() && dist_.is_main())
-    save_final_weights(*model_, o_,
-                       text_ ? text_metadata() : std::map<std::string, std::string>{});
+    save_final_weights(*model_, o_, text_ ? text_metadata() : std::map<std::string, std::string>{});
   // The other ranks wait for rank 0's file, and so hear of it (notify_failure) if it failed;
   // whether or not --save was given (rank 0 alone acts on it, so it may differ across ranks).
   if (dist_.group && dist_.world > 1) dist_.group->barrier();
@@ -60,12 +59,7 @@ void Trainer::run() {
            std::to_string(global_step_) + " of the run";
   };
   for (std::int64_t epoch = epochs_done_ + 1; epoch <= o_.epochs; ++epoch) {
-    int sig = 0;
-    try {
-      sig = signal_now();
-    } catch (const DistError&) {
-      rethrow_at(at_boundary(epoch - 1));
-    }
+    int sig = signal_after(at_boundary(epoch - 1));
     if (sig != 0) interrupted(sig, "before epoch " + std::to_string(epoch), "");
     const std::int64_t first_batch = epoch == epochs_done_ + 1 ? resume_batch_ : 0;
     EpochStats s = train_epoch(epoch, first_batch);

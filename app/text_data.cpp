@@ -45,26 +45,36 @@ std::vector<std::string> utf8_characters(const std::string& text, const std::str
   return out;
 }
 
+/// The ids of `characters` (text already split by utf8_characters) in the sorted `vocab`;
+/// DataError naming `where`, the character and its byte offset when one is not in it.
+std::vector<std::int64_t> character_ids(const std::vector<std::string>& characters,
+                                        const std::vector<std::string>& vocab,
+                                        const std::string& where) {
+  std::vector<std::int64_t> ids;
+  ids.reserve(characters.size());
+  std::size_t offset = 0;
+  for (const std::string& ch : characters) {
+    auto it = std::lower_bound(vocab.begin(), vocab.end(), ch);
+    if (it == vocab.end() || *it != ch)
+      throw DataError(where + ": the character '" + ch + "' at byte offset " +
+                      std::to_string(offset) + " is not in the model's vocabulary of " +
+                      std::to_string(vocab.size()) + " characters");
+    ids.push_back(it - vocab.begin());
+    offset += ch.size();
+  }
+  return ids;
+}
+
 }  // namespace
 
 std::vector<std::int64_t> TextVocab::encode(const std::string& text,
                                             const std::string& where) const {
-  std::vector<std::int64_t> ids;
   if (bytes) {
+    std::vector<std::int64_t> ids;
     for (char c : text) ids.push_back(static_cast<unsigned char>(c));
     return ids;
   }
-  std::size_t offset = 0;
-  for (const std::string& ch : utf8_characters(text, where)) {
-    auto it = std::lower_bound(chars.begin(), chars.end(), ch);
-    if (it == chars.end() || *it != ch)
-      throw DataError(where + ": the character '" + ch + "' at byte offset " +
-                      std::to_string(offset) + " is not in the model's vocabulary of " +
-                      std::to_string(chars.size()) + " characters");
-    ids.push_back(it - chars.begin());
-    offset += ch.size();
-  }
-  return ids;
+  return character_ids(utf8_characters(text, where), chars, where);
 }
 
 std::string TextVocab::decode(const std::vector<std::int64_t>& ids) const {
@@ -127,7 +137,7 @@ TextCorpus load_text(const std::string& path, bool bytes, std::optional<double> 
     const std::vector<std::string> characters = utf8_characters(text, path);
     const std::set<std::string> distinct(characters.begin(), characters.end());
     c.vocab.chars.assign(distinct.begin(), distinct.end());  // byte order = code-point order
-    ids = c.vocab.encode(text, path);
+    ids = character_ids(characters, c.vocab.chars, path);    // the text split once
   }
   const double f = val_fraction.value_or(0.1);
   const auto n = static_cast<std::int64_t>(ids.size());

@@ -133,8 +133,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     throw ValueError(std::string(kSdpa) + ": dropout_p must be in [0, 1], got " +
                      std::to_string(dropout_p));
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // The fused kernel on the CPU in the fast kernel mode; the composition in the reference mode
-  // (its oracle), on a GPU, with dropout, and under autocast (whose bf16 GEMMs it keeps).
+  // The fused kernels (CPU or GPU) in the fast kernel mode; the composition in the reference
+  // mode (their oracle), with dropout, and under autocast (whose bf16 GEMMs it keeps).
   if (fused_applies(dropout_p)) {
     const std::int64_t l = q.size(-2), e = q.size(-1), sk = k.size(-2), ev = v.size(-1);
     std::int64_t slices = 1;  // the leading dimensions (batch · heads)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +17,39 @@
 namespace lockstep::dist {
 
 enum class ReduceOp { Sum, Max, Min };
+
+/// How the elements of an all-reduce travel between ranks. BFloat16 (float32 tensors only; PyTorch's
+/// torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py bf16_compress_hook): each rank's
+/// values are rounded to bfloat16 (round to nearest even, as torch.Tensor.to(torch.bfloat16)),
+/// the rounded values are combined in float32 in rank order (rank 0 op rank 1 op ...), and the
+/// result is rounded to bfloat16 once and widened back to float32 in every rank's tensor: two
+/// bytes per element on the wire instead of four. Backends that do not move fewer bytes give the
+/// same bits through the base class's emulation (round, float32 all_reduce, round); NCCL rounds
+/// after every hop of its ring instead (allclose only, see nccl.h).
+enum class WireFormat { Native, BFloat16 };
+
+/// bfloat16's bits of `x` (round to nearest even; a NaN stays a quiet NaN), and back.
+std::uint16_t to_bfloat16_bits(float x);
+float from_bfloat16_bits(std::uint16_t bits);
+
+/// A collective started by one of ProcessGroup's *_async calls (torch.distributed's Work). The
+/// caller keeps the collective's tensors alive and untouched until wait() returns.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// Blocks until the collective is complete and its results are in the caller's tensors, then
+  /// rethrows the collective's error if it failed (DistError, TimeoutError, PeerFailedError,
+  /// ShapeError / DTypeError from the ranks' argument checks). NCCL: the calling thread's current
+  /// stream of the group's device waits for it instead (PyTorch's ProcessGroupNCCL::WorkNCCL::
+  /// wait). A second call returns at once (rethrowing the same error).
+  virtual void wait() = 0;
+  /// Whether the collective has finished (successfully or not); never blocks.
+  virtual bool is_completed() = 0;
+};
+
+/// A Work that is already complete (what the base class's *_async defaults return): wait()
+/// rethrows `error` when one is given.
+std::shared_ptr<Work> completed_work(std::exception_ptr error = nullptr);
 
 class ProcessGroup {
  public:
@@ -72,6 +106,27 @@ class ProcessGroup {
                               ReduceOp op = ReduceOp::Sum) = 0;
   /// Returns once every rank has entered it.
   virtual void barrier() = 0;
+
+  // ---- asynchronous collectives -----------------------------------------------------------------
+  // Each starts the collective of the same name and returns at once with a Work; the results are
+  // the blocking call's, bit for bit. A collective's place in the group's order is the moment it
+  // is started: every rank starts the same collectives (blocking or not) in the same order, and a
+  // blocking collective called while started ones are pending runs after them. Backends: threads
+  // and mpi run started collectives, in order, on a communication thread of the member (MPI's
+  // requests are progressed there, off the calling thread); nccl enqueues them on its
+  // communication stream. The defaults below run the blocking call and return completed_work()
+  // (or its error): correct, not overlapped.
+  virtual std::shared_ptr<Work> all_reduce_async(Tensor& tensor, ReduceOp op = ReduceOp::Sum,
+                                                 WireFormat wire = WireFormat::Native);
+  virtual std::shared_ptr<Work> reduce_async(Tensor& tensor, int dst, ReduceOp op = ReduceOp::Sum,
+                                             WireFormat wire = WireFormat::Native);
+  virtual std::shared_ptr<Work> all_gather_async(std::vector<Tensor>& outputs, const Tensor& input);
+  virtual std::shared_ptr<Work> reduce_scatter_async(Tensor& output,
+                                                     const std::vector<Tensor>& inputs,
+                                                     ReduceOp op = ReduceOp::Sum);
+  /// Elements on the wire per element of a `wire` all-reduce, in bytes, for a tensor of `dtype`
+  /// (bytes_reduced accounting): element_size(dtype), or 2 for BFloat16.
+  static std::int64_t wire_bytes(DType dtype, WireFormat wire);
 
   /// Releases the members of this group in this process that wait in a collective, or will:
   /// each throws DistError naming `reason` (the failure of the member that calls it, which its

@@ -170,7 +170,9 @@ void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimi
   }
   // On GPUs the fused optimizer's step always runs as step() after the reduction (see
   // register_fused_optim in the header), so any optimizer will do there.
-  if (devices_.front().is_cpu() && !optimizer->supports_sliced_step())
+  // Across ranks (a process_group) the step always runs as step() too (step_place), which is how
+  // ZeroRedundancyOptimizer (whose step is a collective) is registered.
+  if (devices_.front().is_cpu() && !options_.process_group && !optimizer->supports_sliced_step())
     throw ValueError(
         "DataParallel::register_fused_optim: the optimizer's step is not elementwise (it does not "
         "support sliced steps, Optimizer::supports_sliced_step()); call its step() after "
@@ -193,6 +195,13 @@ void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimi
   }
   fused_ = std::move(optimizer);
   fused_index_ = std::move(index);
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> DataParallel::gradient_buckets() const {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::size_t b = 0; b < reducers_.front()->num_buckets(); ++b)
+    out.push_back(reducers_.front()->bucket_range(b));
+  return out;
 }
 
 // ---- Module interface ------------------------------------------------------------------------

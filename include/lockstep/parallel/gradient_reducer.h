@@ -97,6 +97,12 @@ class GradientReducer {
   /// propagates from finalize() after the collectives.
   void set_update(std::function<void(std::int64_t lo, std::int64_t hi)> update);
   std::size_t num_buckets() const { return buckets_.size(); }
+  /// Bucket b's element range [lo, hi) of the flat buffer (buckets tile it; bucket 0 holds the
+  /// last parameters). ZeroRedundancyOptimizer partitions by them. std::out_of_range for
+  /// b >= num_buckets().
+  std::pair<std::int64_t, std::int64_t> bucket_range(std::size_t b) const {
+    return {buckets_.at(b).lo, buckets_.at(b).hi};
+  }
   /// Bytes this rank contributed to reductions in the last step (gradients and flags; 0 in a
   /// group of one rank).
   std::int64_t bytes_reduced() const { return bytes_reduced_; }

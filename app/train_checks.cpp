@@ -33,6 +33,10 @@ void check_combinations(const TrainOptions& o) {
         "parameters to start from)");
   if (o.resume && o.checkpoint_dir.empty())
     throw ValueError("--resume needs --checkpoint-dir DIR (where the checkpoints are)");
+  if (o.zero && o.cuda_graphs)
+    throw ValueError(
+        "--zero cannot be used with --cuda-graphs (ZeRO shards the optimizer state across "
+        "ranks; a captured step runs in one process)");
   if (o.cuda_graphs) {
     // What a captured step does not cover (docs/cuda.md, "Not in this slice").
     std::string flag;

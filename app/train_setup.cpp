@@ -18,31 +18,27 @@
 namespace lockstep::app {
 namespace {
 
-/// The run's optimizer over `groups`: every parameter in one group (epoch-based models), or
-/// nanoGPT's weight-decay groups (gpt: models, which train with adam or adamw only:
-/// check_training_kind refuses sgd for them, and SGD takes one group).
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const Resolved& r,
-                                                 std::vector<optim::ParamGroup> groups) {
+/// The run's optimizer class with its options (parallel::optimizer_class): SGD over one group
+/// (epoch-based models), Adam or AdamW over one group or nanoGPT's weight-decay groups (gpt:
+/// models, which train with adam or adamw only: check_training_kind refuses sgd for them).
+parallel::OptimizerFactory optimizer_class(const TrainOptions& o, const Resolved& r) {
   if (r.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(std::move(groups.front().params),
-                                        optim::SGDOptions{.lr = r.lr,
-                                                          .momentum = o.momentum,
-                                                          .dampening = o.dampening,
-                                                          .weight_decay = r.weight_decay,
-                                                          .nesterov = o.nesterov});
+    return parallel::optimizer_class(optim::SGDOptions{.lr = r.lr,
+                                                       .momentum = o.momentum,
+                                                       .dampening = o.dampening,
+                                                       .weight_decay = r.weight_decay,
+                                                       .nesterov = o.nesterov});
   if (r.optimizer == "adam")
-    return std::make_unique<optim::Adam>(std::move(groups),
-                                         optim::AdamOptions{.lr = r.lr,
-                                                            .beta1 = o.beta1,
-                                                            .beta2 = o.beta2,
-                                                            .eps = o.eps,
-                                                            .weight_decay = r.weight_decay});
-  return std::make_unique<optim::AdamW>(std::move(groups),
-                                        optim::AdamWOptions{.lr = r.lr,
-                                                            .beta1 = o.beta1,
-                                                            .beta2 = o.beta2,
-                                                            .eps = o.eps,
-                                                            .weight_decay = r.weight_decay});
+    return parallel::optimizer_class(optim::AdamOptions{.lr = r.lr,
+                                                        .beta1 = o.beta1,
+                                                        .beta2 = o.beta2,
+                                                        .eps = o.eps,
+                                                        .weight_decay = r.weight_decay});
+  return parallel::optimizer_class(optim::AdamWOptions{.lr = r.lr,
+                                                       .beta1 = o.beta1,
+                                                       .beta2 = o.beta2,
+                                                       .eps = o.eps,
+                                                       .weight_decay = r.weight_decay});
 }
 
 // How many BatchNorm layers (BatchNorm1d / BatchNorm2d, synchronized or not) `m`'s tree holds.
@@ -57,9 +53,17 @@ std::int64_t count_batchnorms(const nn::Module& m) {
 
 void Trainer::setup_optimizer() {
   // gpt: models: nanoGPT's configure_optimizers, weight decay on the >= 2-d tensors only.
-  optimizer_ = make_optimizer(o_, r_,
-                              text_ ? optim::weight_decay_groups(*model_, r_.weight_decay)
-                                    : std::vector<optim::ParamGroup>{{dp_->parameters()}});
+  std::vector<optim::ParamGroup> groups =
+      text_ ? optim::weight_decay_groups(*model_, r_.weight_decay)
+            : std::vector<optim::ParamGroup>{{dp_->parameters(), std::nullopt}};
+  // --zero across ranks: the state sharded over the ranks (the shard per rank, its local devices
+  // share it), partitioned by the reducer's buckets of the master parameters. One process: the
+  // plain optimizer, which is what ZeRO over one rank computes.
+  if (o_.zero && dist_.group && dist_.world > 1)
+    optimizer_ = std::make_shared<parallel::ZeroRedundancyOptimizer>(
+        std::move(groups), optimizer_class(o_, r_), dist_.group, parallel::zero_layout(*dp_));
+  else
+    optimizer_ = optimizer_class(o_, r_)(std::move(groups));
   if (text_ && r_.schedule.kind == LrSchedule::Kind::Cosine)  // nanoGPT's get_lr, per iteration
     scheduler_ = std::make_unique<optim::WarmupCosineLR>(*optimizer_, o_.warmup_iters,
                                                          r_.lr_decay_iters, r_.min_lr);

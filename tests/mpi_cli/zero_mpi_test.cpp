@@ -1,0 +1,88 @@
+// `lockstep train --zero` under mpirun (ZeRO-1, parallel::ZeroRedundancyOptimizer over the MPI
+// backend): in deterministic mode a --zero run on 2 ranks writes the same checkpoint, byte for
+// byte, as the plain optimizer on 2 ranks; resumed with --zero on 3 ranks it ends with the bits
+// of one uninterrupted process; a gpt: model (AdamW's weight-decay groups, --clip-grad-norm) on
+// 2 ranks x 2 devices gives one process's bits.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "e2e/cli_support.h"
+
+namespace lockstep::e2e {
+namespace {
+
+const bool kMpiEnv = [] {  // as cli_mpi_test.cpp: root, loopback, 3 ranks on 2 cores
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_btl_tcp_if_include", "lo", 1);
+  setenv("OMPI_MCA_oob_tcp_if_include", "lo", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  setenv("OMPI_MCA_btl", "self,vader,tcp", 1);
+  setenv("LSAN_OPTIONS", "suppressions=" LOCKSTEP_LSAN_SUPPRESSIONS ":fast_unwind_on_malloc=0", 1);
+  return true;
+}();
+
+RunResult mpirun(int np, const std::vector<std::string>& args) {
+  return run(LOCKSTEP_MPIEXEC, std::vector<std::string>{"-np", std::to_string(np), kCli} + args);
+}
+
+TEST(MpiCliZero, ResumesOnAnotherWorldSizeBitIdentical) {
+  TempDir dir;
+  const std::vector<std::string> train{
+      "train", "--deterministic", "--batch-size", "32",     "--optimizer",
+      "sgd",   "--momentum",      "0.9",          "--quiet"};
+  auto ok = [](const RunResult& r) { ASSERT_EQ(r.status, 0) << r.err; };
+  ok(mpirun(2, train + std::vector<std::string>{"--epochs", "2", "--zero", "--checkpoint-dir",
+                                                dir / "zero"}));
+  ok(mpirun(2,
+            train + std::vector<std::string>{"--epochs", "2", "--checkpoint-dir", dir / "plain"}));
+  EXPECT_EQ(read_text(dir / "zero/epoch-0002.safetensors"),
+            read_text(dir / "plain/epoch-0002.safetensors"))
+      << "the gathered ZeRO state is not the plain optimizer's checkpoint";
+  ok(mpirun(3,
+            train + std::vector<std::string>{"--epochs", "3", "--zero", "--checkpoint-dir",
+                                             dir / "zero", "--resume", "--save", dir / "resumed"}));
+  ok(lockstep(train + std::vector<std::string>{"--epochs", "3", "--devices", "cpu:0", "--save",
+                                               dir / "straight"}));
+  EXPECT_TRUE(read_text(dir / "resumed") == read_text(dir / "straight"))
+      << "2 epochs on 2 ranks + 1 resumed on 3 ranks with --zero differ from 3 in one process";
+}
+
+TEST(MpiCliZero, GptOnRanksTimesDevicesGivesOneProcesssBits) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox " + std::to_string(i % 7) + "\n";
+  write_text(dir / "t.txt", text);
+  const std::vector<std::string> train{"train",
+                                       "--data",
+                                       "text:" + dir / "t.txt",
+                                       "--model",
+                                       "gpt:layers=2,heads=2,embd=32,block=16",
+                                       "--batch-size",
+                                       "12",
+                                       "--eval-interval",
+                                       "3",
+                                       "--eval-iters",
+                                       "1",
+                                       "--max-iters",
+                                       "6",
+                                       "--weight-decay",
+                                       "0.1",
+                                       "--clip-grad-norm",
+                                       "1.0",
+                                       "--deterministic",
+                                       "--quiet"};
+  RunResult zero = mpirun(2, train + std::vector<std::string>{"--zero", "--devices", "cpu:0,cpu:1",
+                                                              "--save", dir / "z"});
+  ASSERT_EQ(zero.status, 0) << zero.err;
+  RunResult one =
+      lockstep(train + std::vector<std::string>{"--devices", "cpu:0", "--save", dir / "one"});
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_TRUE(read_text(dir / "z") == read_text(dir / "one"));
+}
+
+}  // namespace
+}  // namespace lockstep::e2e

@@ -71,6 +71,18 @@ void Trainer::setup_optimizer() {
     scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
 }
 
+std::string Trainer::zero_line() const {
+  const auto* zero = dynamic_cast<const parallel::ZeroRedundancyOptimizer*>(optimizer_.get());
+  if (!zero || o_.quiet) return "";
+  std::int64_t mine = 0, total = 0;
+  for (const parallel::ZeroPiece& p : zero->shard()) mine += p.hi - p.lo;
+  for (const Tensor& p : zero->params()) total += p.numel();
+  return "zero: this rank holds " + std::to_string(zero->state_bytes()) +
+         " bytes of optimizer state (the state of " + std::to_string(mine) + " of " +
+         std::to_string(total) + " parameter elements, " + std::to_string(dist_.world) +
+         " ranks)\n";
+}
+
 void Trainer::setup() {
   check_combinations(o_);
   check_outputs(o_);  // every rank, so that all refuse alike (only rank 0 writes the files)

@@ -115,6 +115,10 @@ class Trainer {
   void setup_text_model(std::int64_t replicas);
   /// The optimizer (make_optimizer; gpt: models: weight-decay groups) and LR scheduler.
   void setup_optimizer();
+  /// --zero across ranks: "zero: this rank holds B bytes of optimizer state (the state of E of T
+  /// parameter elements, R ranks)\n", printed before the summary (measured state_bytes()); ""
+  /// otherwise or with --quiet.
+  std::string zero_line() const;
   /// The run of a gpt: model from iteration to iteration (train_iters.cpp).
   void run_iterations();
   /// nanoGPT's estimate_loss for one part: the mean loss over --eval-iters batches of

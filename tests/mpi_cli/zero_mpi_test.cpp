@@ -2,7 +2,7 @@
 // backend): in deterministic mode a --zero run on 2 ranks writes the same checkpoint, byte for
 // byte, as the plain optimizer on 2 ranks; resumed with --zero on 3 ranks it ends with the bits
 // of one uninterrupted process; a gpt: model (AdamW's weight-decay groups, --clip-grad-norm) on
-// 2 ranks x 2 devices gives one process's bits.
+// 2 ranks x 2 devices gives one process's bits, and rank 0 reports the state it holds.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -73,13 +73,15 @@ TEST(MpiCliZero, GptOnRanksTimesDevicesGivesOneProcesssBits) {
                                        "0.1",
                                        "--clip-grad-norm",
                                        "1.0",
-                                       "--deterministic",
-                                       "--quiet"};
+                                       "--deterministic"};
   RunResult zero = mpirun(2, train + std::vector<std::string>{"--zero", "--devices", "cpu:0,cpu:1",
                                                               "--save", dir / "z"});
   ASSERT_EQ(zero.status, 0) << zero.err;
-  RunResult one =
-      lockstep(train + std::vector<std::string>{"--devices", "cpu:0", "--save", dir / "one"});
+  // Rank 0 reports its shard's state, measured: half the elements' AdamW moments (and steps).
+  EXPECT_NE(zero.out.find("zero: this rank holds "), std::string::npos) << zero.out;
+  EXPECT_NE(zero.out.find(" parameter elements, 2 ranks)"), std::string::npos) << zero.out;
+  RunResult one = lockstep(
+      train + std::vector<std::string>{"--devices", "cpu:0", "--save", dir / "one", "--quiet"});
   ASSERT_EQ(one.status, 0) << one.err;
   EXPECT_TRUE(read_text(dir / "z") == read_text(dir / "one"));
 }

@@ -51,6 +51,16 @@ TEST(MpiCliZero, ResumesOnAnotherWorldSizeBitIdentical) {
       << "2 epochs on 2 ranks + 1 resumed on 3 ranks with --zero differ from 3 in one process";
 }
 
+TEST(MpiCliZero, RanksMustAgreeOnIt) {
+  // mpirun -np 1 lockstep ... --zero : -np 1 lockstep ...: the step's collectives would differ.
+  const std::vector<std::string> train{kCli, "train", "--epochs", "1", "--quiet"};
+  RunResult r =
+      run(LOCKSTEP_MPIEXEC, std::vector<std::string>{"-np", "1"} + train +
+                                std::vector<std::string>{"--zero", ":", "-np", "1"} + train);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--zero=off on rank 1, --zero=on on rank 0"), std::string::npos) << r.err;
+}
+
 TEST(MpiCliZero, GptOnRanksTimesDevicesGivesOneProcesssBits) {
   TempDir dir;
   std::string text;

@@ -35,10 +35,15 @@
 // gradient works unchanged (register_step_pre_hook). With several local devices per rank the
 // shard is per rank (process): the local replicas share the rank's master parameters.
 //
-// Collectives: step(), state_dict() and the constructor's check are collectives over the
-// process group: every rank calls them, in the same order as its other collectives. join()
-// (uneven inputs) is not supported: a joined rank makes no step, so the others wait in its
-// all_gather until the group's timeout.
+// On GPUs (DDP over an NCCL group, `--backend nccl`) the pieces, the inner step (one flat launch:
+// the pieces are views of the master buffer, their gradients of the reduced gradient buffer) and
+// the all_gathers run on the rank's GPU, the state_dict metadata on the bootstrap group: compiled,
+// not run on a GPU yet (tests/parallel/zero_test.cpp and tests/mpi_cli/zero_mpi_test.cpp are CPU).
+//
+// Collectives: step() and state_dict() are collectives over the process group: every rank calls
+// them, in the same order as its other collectives (the constructor and load_state_dict() are
+// not). join() (uneven inputs) is not supported: a joined rank makes no step, so the others wait
+// in its all_gather until the group's timeout.
 //
 // Checkpoints: state_dict() gathers every shard into the unsharded optimizer's format
 // (`state.<i>.<name>` shaped like parameter i, `param_groups.0.lr`), identical on every rank;

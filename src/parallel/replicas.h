@@ -47,6 +47,10 @@ class ReplicaSet {
   void set_groups(std::vector<std::shared_ptr<dist::ProcessGroup>> groups) {
     groups_ = std::move(groups);
   }
+  // Called with k on replica k's worker right after a task of run() that failed aborted its
+  // group (see run()), before the abort is cleared: DataParallel waits there for the gradient
+  // reductions replica k started (GradientReducer::discard). Must not throw.
+  void set_on_abort(std::function<void(std::size_t)> on_abort) { on_abort_ = std::move(on_abort); }
 
   // Runs f(k) for k in [0, n) concurrently and waits for all; rethrows the first error (in device
   // order) as the same type with the device named. Under a module that runs collectives, a task
@@ -168,6 +172,7 @@ class ReplicaSet {
   std::vector<FlatBuffer> flat_;
   std::vector<std::unique_ptr<DeviceWorker>> workers_;
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
+  std::function<void(std::size_t)> on_abort_;
   // run_shards' slots j > 0, per device.
   struct Slot {
     std::shared_ptr<nn::Module> module;

@@ -1,5 +1,7 @@
-// HybridGroup's gathers (hybrid_group.h).
+// HybridGroup's gathers and started collectives (hybrid_group.h).
 #include "parallel/hybrid_group.h"
+
+#include <functional>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
@@ -14,6 +16,32 @@ void check_count(const char* op, std::size_t got, int want) {
                      " tensors (one per member), got " + std::to_string(got));
 }
 
+// Runs `reduce` (blocking) with the bfloat16 wire emulated when `wire` asks for it: `tensor`
+// rounded before, and after where `lands` (this member holds the result).
+std::shared_ptr<dist::Work> emulated(Tensor& tensor, dist::WireFormat wire, bool lands,
+                                     const std::function<void()>& reduce) {
+  auto round = [&] {
+    if (wire != dist::WireFormat::BFloat16) return;
+    if (tensor.dtype() != DType::Float32)
+      throw DTypeError("the bfloat16 wire format takes float32 tensors, got " +
+                       to_string(tensor.dtype()));
+    if (!tensor.device().is_cpu())
+      throw DeviceError("the bfloat16 wire format over several local devices takes CPU tensors, "
+                        "got one on " + tensor.device().str());
+    float* p = tensor.data_ptr<float>();
+    for (std::int64_t i = 0; i < tensor.numel(); ++i)
+      p[i] = dist::from_bfloat16_bits(dist::to_bfloat16_bits(p[i]));
+  };
+  try {
+    round();
+    reduce();
+    if (lands) round();
+  } catch (...) {
+    return dist::completed_work(std::current_exception());
+  }
+  return dist::completed_work();
+}
+
 }  // namespace
 
 Tensor gather_local(dist::ProcessGroup& local, const Tensor& input) {
@@ -24,6 +52,20 @@ Tensor gather_local(dist::ProcessGroup& local, const Tensor& input) {
   for (int l = 0; l < local.size(); ++l) blocks.push_back(zeros({n}, input.options()));
   local.all_gather(blocks, input.reshape({n}));
   return cat(blocks, 0);
+}
+
+std::shared_ptr<dist::Work> HybridGroup::all_reduce_async(Tensor& tensor, dist::ReduceOp op,
+                                                       dist::WireFormat wire) {
+  if (local_->size() == 1) return global_->all_reduce_async(tensor, op, wire);
+  return emulated(tensor, wire, true, [&] { all_reduce(tensor, op); });
+}
+
+std::shared_ptr<dist::Work> HybridGroup::reduce_async(Tensor& tensor, int dst, dist::ReduceOp op,
+                                                   dist::WireFormat wire) {
+  check_root("reduce", dst);
+  if (local_->size() == 1) return global_->all_reduce_async(tensor, op, wire);
+  const bool lands = dst != 0 || local_->rank() == 0;
+  return emulated(tensor, wire, lands, [&] { reduce(tensor, dst, op); });
 }
 
 void HybridGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {

@@ -44,6 +44,16 @@ class HybridGroup : public dist::ProcessGroup {
     if (local_->size() > 1) local_->reduce(tensor, 0, op);
     if (local_->rank() == 0) global_->all_reduce(tensor, op);
   }
+  // Started collectives (process_group.h). One local replica per rank (DDP's usual setup): the
+  // global group's all_reduce_async itself (reduce with dst 0 all-reduces across ranks, as
+  // above), so the reduction really runs while backward goes on where the global backend is
+  // asynchronous. Several local replicas: the blocking calls, returning a completed Work, with
+  // the bfloat16 wire emulated (every member's values rounded, reduced, and the result rounded
+  // where it lands: on every rank's replica 0 for reduce with dst 0, everywhere otherwise).
+  std::shared_ptr<dist::Work> all_reduce_async(Tensor& tensor, dist::ReduceOp op,
+                                               dist::WireFormat wire) override;
+  std::shared_ptr<dist::Work> reduce_async(Tensor& tensor, int dst, dist::ReduceOp op,
+                                           dist::WireFormat wire) override;
   // Member root = r · L + l (L local replicas per rank): on rank r, local replica l sends to its
   // siblings; every rank's replica 0 takes part in the broadcast from rank r; then each rank's
   // replica 0 sends to its siblings.

@@ -176,6 +176,12 @@ Step one_step(int ranks, int devices, dist::WireFormat wire) {
                          nn::CrossEntropyLoss());
     if (r == 0) finish(*nets[0], ddp.bytes_moved_last_step());
   });
+  // Every rank holds rank 0's gradients, bit for bit.
+  for (int r = 1; r < ranks; ++r) {
+    const auto params = nets[static_cast<std::size_t>(r)]->parameters();
+    for (std::size_t j = 0; j < params.size(); ++j)
+      EXPECT_TRUE(BitEqual(params[j].grad(), out.grads[j])) << "rank " << r << ", grad " << j;
+  }
   return out;
 }
 

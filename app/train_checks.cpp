@@ -49,7 +49,8 @@ void check_combinations(const TrainOptions& o) {
     else if (o.deterministic)
       flag = "--deterministic (its fixed-order shard sums are not captured)";
     else if (o.grad_compression != "none")
-      flag = "--grad-compression " + o.grad_compression + " (compressed reductions are not captured)";
+      flag =
+          "--grad-compression " + o.grad_compression + " (compressed reductions are not captured)";
     else if (o.model.dropout > 0)
       flag = "--dropout (a captured mask would be repeated by every replay)";
     if (!flag.empty()) throw ValueError("--cuda-graphs cannot be used with " + flag);

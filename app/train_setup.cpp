@@ -136,8 +136,8 @@ void Trainer::setup() {
   // --comm-overlap, --bucket-cap-mb, --grad-compression (PyTorch's int(bucket_cap_mb * 2^20)).
   parallel::ReducerOptions reducer;
   reducer.overlap = o_.comm_overlap;
-  reducer.bucket_cap_bytes = std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(o_.bucket_cap_mb * 1024.0 * 1024.0));
+  reducer.bucket_cap_bytes =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(o_.bucket_cap_mb * 1024.0 * 1024.0));
   reducer.compression =
       o_.grad_compression == "bf16" ? dist::WireFormat::BFloat16 : dist::WireFormat::Native;
   if (dist_.group) {

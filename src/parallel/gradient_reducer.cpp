@@ -23,10 +23,10 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
   if (root_ >= group_->size())
     throw ValueError("GradientReducer: root " + std::to_string(root_) + " out of range for " +
                      std::to_string(group_->size()) + " ranks");
-  if (options_.compression == dist::WireFormat::BFloat16 &&
-      flat_.buffer.dtype() != DType::Float32)
-    throw DTypeError("GradientReducer: bfloat16 gradient compression takes float32 gradients, got " +
-                     to_string(flat_.buffer.dtype()));
+  if (options_.compression == dist::WireFormat::BFloat16 && flat_.buffer.dtype() != DType::Float32)
+    throw DTypeError(
+        "GradientReducer: bfloat16 gradient compression takes float32 gradients, got " +
+        to_string(flat_.buffer.dtype()));
   std::size_t n = flat_.params.size();
   // Flags (one per parameter, then the completion count) in front of the gradients, padded so
   // the gradients start on a 64-byte boundary.

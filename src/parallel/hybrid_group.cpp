@@ -26,8 +26,10 @@ std::shared_ptr<dist::Work> emulated(Tensor& tensor, dist::WireFormat wire, bool
       throw DTypeError("the bfloat16 wire format takes float32 tensors, got " +
                        to_string(tensor.dtype()));
     if (!tensor.device().is_cpu())
-      throw DeviceError("the bfloat16 wire format over several local devices takes CPU tensors, "
-                        "got one on " + tensor.device().str());
+      throw DeviceError(
+          "the bfloat16 wire format over several local devices takes CPU tensors, "
+          "got one on " +
+          tensor.device().str());
     float* p = tensor.data_ptr<float>();
     for (std::int64_t i = 0; i < tensor.numel(); ++i)
       p[i] = dist::from_bfloat16_bits(dist::to_bfloat16_bits(p[i]));
@@ -55,13 +57,13 @@ Tensor gather_local(dist::ProcessGroup& local, const Tensor& input) {
 }
 
 std::shared_ptr<dist::Work> HybridGroup::all_reduce_async(Tensor& tensor, dist::ReduceOp op,
-                                                       dist::WireFormat wire) {
+                                                          dist::WireFormat wire) {
   if (local_->size() == 1) return global_->all_reduce_async(tensor, op, wire);
   return emulated(tensor, wire, true, [&] { all_reduce(tensor, op); });
 }
 
 std::shared_ptr<dist::Work> HybridGroup::reduce_async(Tensor& tensor, int dst, dist::ReduceOp op,
-                                                   dist::WireFormat wire) {
+                                                      dist::WireFormat wire) {
   check_root("reduce", dst);
   if (local_->size() == 1) return global_->all_reduce_async(tensor, op, wire);
   const bool lands = dst != 0 || local_->rank() == 0;

@@ -29,7 +29,8 @@ double final_val_loss(const std::string& metrics) {
 TEST(CliComm, OverlapOnAndOffSaveTheSameWeightsAndBf16OtherCloseOnes) {
   TempDir dir;
   const std::vector<std::string> small{"--bucket-cap-mb", "0.00006"};
-  const std::string on = trained_weights(dir, small + std::vector<std::string>{"--comm-overlap", "on"}, "on");
+  const std::string on =
+      trained_weights(dir, small + std::vector<std::string>{"--comm-overlap", "on"}, "on");
   const std::string off =
       trained_weights(dir, small + std::vector<std::string>{"--comm-overlap", "off"}, "off");
   ASSERT_FALSE(on.empty());
@@ -37,8 +38,8 @@ TEST(CliComm, OverlapOnAndOffSaveTheSameWeightsAndBf16OtherCloseOnes) {
   const std::string bf16 = trained_weights(
       dir, small + std::vector<std::string>{"--grad-compression", "bf16", "--comm-overlap", "off"},
       "bf16");
-  const std::string bf16_on =
-      trained_weights(dir, small + std::vector<std::string>{"--grad-compression", "bf16"}, "bf16on");
+  const std::string bf16_on = trained_weights(
+      dir, small + std::vector<std::string>{"--grad-compression", "bf16"}, "bf16on");
   EXPECT_NE(bf16, on) << "--grad-compression bf16 changed nothing";
   EXPECT_EQ(bf16, bf16_on) << "--comm-overlap changed the compressed run's weights";
   // Close: the validation losses of the two runs agree to 1 %.
@@ -78,13 +79,12 @@ TEST(CliComm, CompressionIsRefusedWithDeterministicAndCudaGraphs) {
 TEST(CliComm, AResumedRunMayUseOtherValues) {
   TempDir dir;
   const std::string ckpt = dir / "ckpt";
-  RunResult first = lockstep({"train", "--epochs", "1", "--devices", "cpu:0,cpu:1",
-                              "--checkpoint-dir", ckpt, "--quiet"});
+  RunResult first = lockstep(
+      {"train", "--epochs", "1", "--devices", "cpu:0,cpu:1", "--checkpoint-dir", ckpt, "--quiet"});
   ASSERT_EQ(first.status, 0) << first.err;
-  RunResult resumed =
-      lockstep({"train", "--epochs", "2", "--devices", "cpu:0,cpu:1", "--checkpoint-dir", ckpt,
-                "--resume", "--grad-compression", "bf16", "--comm-overlap", "off",
-                "--bucket-cap-mb", "1", "--quiet"});
+  RunResult resumed = lockstep({"train", "--epochs", "2", "--devices", "cpu:0,cpu:1",
+                                "--checkpoint-dir", ckpt, "--resume", "--grad-compression", "bf16",
+                                "--comm-overlap", "off", "--bucket-cap-mb", "1", "--quiet"});
   EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 

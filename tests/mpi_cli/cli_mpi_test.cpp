@@ -425,8 +425,8 @@ TEST(MpiCli, AFlagGivenToOneRankOnlyIsRefusedBeforeTrainingButSaveMayBe) {
 // disagree on the compression (their reductions would differ) are refused before training.
 TEST(MpiCli, GradCompressionBf16TrainsOnTwoRanks) {
   TempDir dir;
-  const std::vector<std::string> args{"train", "--epochs", "2", "--bucket-cap-mb", "0.00006",
-                                      "--quiet"};
+  const std::vector<std::string> args{"train",           "--epochs", "2",
+                                      "--bucket-cap-mb", "0.00006",  "--quiet"};
   auto trained = [&](const std::vector<std::string>& flags, const std::string& name) {
     Timed t = mpirun(2, args + flags + std::vector<std::string>{"--save", dir / name});
     EXPECT_EQ(t.r.status, 0) << t.r.err;
@@ -439,9 +439,9 @@ TEST(MpiCli, GradCompressionBf16TrainsOnTwoRanks) {
   ASSERT_FALSE(on.empty());
   EXPECT_EQ(on, off) << "--comm-overlap changed the weights";
   EXPECT_NE(on, none) << "--grad-compression bf16 changed nothing";
-  RunResult r = run(LOCKSTEP_MPIEXEC, {"-np", "1", kCli, "train", "--epochs", "1",
-                                      "--grad-compression", "bf16", ":", "-np", "1", kCli, "train",
-                                      "--epochs", "1"});
+  RunResult r =
+      run(LOCKSTEP_MPIEXEC, {"-np", "1", kCli, "train", "--epochs", "1", "--grad-compression",
+                             "bf16", ":", "-np", "1", kCli, "train", "--epochs", "1"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("--grad-compression=none on rank 1, --grad-compression=bf16 on rank 0"),
             std::string::npos)

@@ -271,7 +271,6 @@ TEST(MpiDdp, CaseC11NaNOnOneRankIsACollectiveDecision) {
   EXPECT_TRUE(flat_params(ddp) == after_step2) << "nobody stepped at step 3";
 }
 
-
 // Linear(6, 5) - Tanh - Linear(5, 3), the same on every rank (seeded).
 std::shared_ptr<nn::Module> small_net() {
   manual_seed(9);
@@ -318,8 +317,8 @@ TEST(MpiDdp, Bf16CompressionEqualsTheEmulationAndOverlapOnAndOffAreBitIdentical)
     auto net = small_net();
     DistributedDataParallelOptions o;
     o.threads_per_device = 1;
-    o.reducer = {.bucket_cap_bytes = 64, .overlap = overlap,
-                 .compression = dist::WireFormat::BFloat16};
+    o.reducer = {
+        .bucket_cap_bytes = 64, .overlap = overlap, .compression = dist::WireFormat::BFloat16};
     DistributedDataParallel ddp(net, g, o);
     ddp.forward_backward(x, y, criterion);
     got.push_back(flat_grads(*net));

@@ -109,8 +109,7 @@ TEST(GradCompression, Float64GradientsAreADTypeError) {
   auto flat = parallel::FlatBuffer::build({a}, cpu(0));
   expect_error<DTypeError>(
       [&] {
-        parallel::GradientReducer r(flat, groups[0],
-                                    {.compression = dist::WireFormat::BFloat16});
+        parallel::GradientReducer r(flat, groups[0], {.compression = dist::WireFormat::BFloat16});
       },
       {"bfloat16 gradient compression", "float32", "float64"});
 }
@@ -128,7 +127,9 @@ TEST(GradCompression, RefusedInDeterministicMode) {
   d.deterministic = true;
   d.reducer.compression = dist::WireFormat::BFloat16;
   expect_error<ValueError>(
-      [&] { parallel::DistributedDataParallel ddp(std::make_shared<nn::Linear>(3, 2), groups[0], d); },
+      [&] {
+        parallel::DistributedDataParallel ddp(std::make_shared<nn::Linear>(3, 2), groups[0], d);
+      },
       {"reducer.compression", "deterministic"});
 }
 

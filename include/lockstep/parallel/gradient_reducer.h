@@ -23,8 +23,10 @@
 // ddp_model.register_comm_hook(None, bf16_compress_hook) from
 // torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py): every gradient bucket is reduced
 // with the bfloat16 wire format (process_group.h: each rank's values rounded to bfloat16, summed
-// in float32 in rank order, the sum rounded to bfloat16 and widened back), so the gradients move
-// two bytes per element and bytes_reduced() counts two. PyTorch's hook divides by the world size
+// in float32 in rank order, the sum rounded to bfloat16 and widened back; under
+// DistributedDataParallel with several local devices the rounded values are each rank's local
+// float32 sum, hybrid_group.h), so the gradients move two bytes per element and bytes_reduced()
+// counts two. PyTorch's hook divides by the world size
 // before its all-reduce; here the losses are already weighted (b_k / B), so nothing is divided.
 // The has-grad and completion flags are never compressed: they travel natively, in a collective
 // of their own, so they stay exact. Float32 gradients only. DataParallel and

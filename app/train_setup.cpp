@@ -161,6 +161,13 @@ void Trainer::setup() {
     ddp_options.device_ids = r_.devices;
     ddp_options.deterministic = o_.deterministic;
     ddp_options.reducer = reducer;
+    // --zero: the buckets are reduce-scattered (each rank receives the sums of its shard only),
+    // where nothing needs the whole gradient: one device per rank (the chunks are the ranks'),
+    // no --clip-grad-norm (the norm is the whole gradient's), no compression; otherwise they are
+    // all-reduced as without --zero (docs/design.md, ZeRO-1).
+    ddp_options.reducer.scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 &&
+                                  !o_.clip_grad_norm &&
+                                  reducer.compression == dist::WireFormat::Native;
     ddp_options.seed = o_.data.seed;
     dp_ = std::make_unique<parallel::DistributedDataParallel>(model_, dist_.group, ddp_options);
   } else {

@@ -72,6 +72,16 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
       throw ValueError("DataParallel: device " + d.str() + " is listed twice");
   }
   if (options_.shard_size < 1) throw ValueError("DataParallel: shard_size must be at least 1");
+  // ZeRO's reduce-scatter: chunk r of each bucket to rank r, so one device (replica) per rank.
+  if (options_.reducer.scatter && !options_.process_group)
+    throw ValueError(
+        "DataParallel: reducer.scatter (ZeRO's reduce-scatter of the gradients) needs ranks: "
+        "use DistributedDataParallel");
+  if (options_.reducer.scatter && devices_.size() != 1)
+    throw ValueError(
+        "DistributedDataParallel: reducer.scatter (ZeRO's reduce-scatter of the "
+        "gradients) takes one device per rank, got " +
+        std::to_string(devices_.size()));
   if (options_.deterministic && options_.reducer.compression != dist::WireFormat::Native)
     throw ValueError(
         "DataParallel: reducer.compression = bfloat16 (gradient compression) is refused in "

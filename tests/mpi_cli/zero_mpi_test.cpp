@@ -1,8 +1,10 @@
 // `lockstep train --zero` under mpirun (ZeRO-1, parallel::ZeroRedundancyOptimizer over the MPI
 // backend): in deterministic mode a --zero run on 2 ranks writes the same checkpoint, byte for
-// byte, as the plain optimizer on 2 ranks; resumed with --zero on 3 ranks it ends with the bits
-// of one uninterrupted process; a gpt: model (AdamW's weight-decay groups, --clip-grad-norm) on
-// 2 ranks x 2 devices gives one process's bits, and rank 0 reports the state it holds.
+// byte, as the plain optimizer on 2 ranks (and without --deterministic, where --zero
+// reduce-scatters the gradients, the same weights as plain DDP); resumed with --zero on 3 ranks it
+// ends with the bits of one uninterrupted process; a gpt: model (AdamW's weight-decay groups,
+// --clip-grad-norm) on 2 ranks x 2 devices gives one process's bits, and rank 0 reports the state
+// it holds.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -49,6 +51,22 @@ TEST(MpiCliZero, ResumesOnAnotherWorldSizeBitIdentical) {
                                                dir / "straight"}));
   EXPECT_TRUE(read_text(dir / "resumed") == read_text(dir / "straight"))
       << "2 epochs on 2 ranks + 1 resumed on 3 ranks with --zero differ from 3 in one process";
+}
+
+TEST(MpiCliZero, ReduceScatteredRunGivesTheAllReducedRunsBits) {
+  // Not deterministic, one device per rank: --zero reduce-scatters the gradient buckets; each
+  // element's sum is the all-reduce's rank-order fold, so the weights are plain DDP's.
+  TempDir dir;
+  const std::vector<std::string> train{"train",  "--batch-size", "32",   "--epochs",
+                                       "2",      "--optimizer",  "adam", "--bucket-cap-mb",
+                                       "0.0001", "--quiet"};
+  for (const std::string zero : {"--zero", "--no-zero"}) {
+    std::vector<std::string> args = train + std::vector<std::string>{"--save", dir / zero};
+    if (zero == "--zero") args.push_back(zero);
+    const RunResult r = mpirun(2, args);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  EXPECT_TRUE(read_text(dir / "--zero") == read_text(dir / "--no-zero"));
 }
 
 TEST(MpiCliZero, RanksMustAgreeOnIt) {

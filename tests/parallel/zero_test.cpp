@@ -61,6 +61,7 @@ struct ZeroRun {
   bool deterministic = true;
   bool zero = true;
   std::int64_t bucket_cap = 256;  // bytes: several buckets, chunks cutting through parameters
+  bool scatter = false;           // the reducer reduce-scatters (ZeRO's phase 2)
   int first_step = 0, steps = 4;
   const StateDict* model = nullptr;      // start from these (a checkpoint)
   const StateDict* optimizer = nullptr;  // ... and this optimizer state
@@ -88,6 +89,7 @@ Ranks train(const ZeroRun& run) {
     o.shard_size = 2;
     o.threads_per_device = 1;
     o.reducer.bucket_cap_bytes = run.bucket_cap;
+    o.reducer.scatter = run.scatter;
     std::shared_ptr<Net> net;
     {
       std::lock_guard<std::mutex> lock(seed_lock);
@@ -151,6 +153,48 @@ TEST(Zero, AllcloseToUnshardedWithoutDeterministicMode) {
       for (std::size_t i = 0; i < want.params.size(); ++i)
         EXPECT_TRUE(BitEqual(got.state[r].params[i], got.state[0].params[i]));
   }
+}
+
+TEST(Zero, ReduceScatteredGradientsGiveTheAllReducedBits) {
+  for (Kind k : {Kind::Sgd, Kind::Adam, Kind::AdamW})
+    for (int world : {2, 3}) {
+      const std::string what = std::string(name(k)) + ", " + std::to_string(world) + " ranks";
+      const Ranks all = train({.kind = k, .world = world, .deterministic = false});
+      const Ranks scattered =
+          train({.kind = k, .world = world, .deterministic = false, .scatter = true});
+      for (int r = 0; r < world; ++r) {
+        TrainedState a = all.state[static_cast<std::size_t>(r)];
+        const TrainedState& s = scattered.state[static_cast<std::size_t>(r)];
+        // Each rank's .grad holds the sums of its shard only: not the all-reduced gradient.
+        bool grads_differ = false;
+        for (std::size_t i = 0; i < a.grads.size(); ++i)
+          grads_differ =
+              grads_differ || (a.grads[i].defined() && !BitEqual(a.grads[i], s.grads[i]));
+        EXPECT_TRUE(grads_differ) << what << ", rank " << r << ": no reduce-scatter happened";
+        a.grads = s.grads;
+        expect_bit_equal(s, a, what + ", rank " + std::to_string(r));
+      }
+    }
+}
+
+TEST(Zero, ReduceScatterNeedsRanksWithOneDeviceEach) {
+  parallel::DataParallelOptions o;
+  o.reducer.scatter = true;
+  expect_error<ValueError>([&] { nn::DataParallel dp(make_net(), cpus(1), std::nullopt, o); },
+                           {"reducer.scatter", "DistributedDataParallel"});
+  const std::vector<std::shared_ptr<Net>> nets{make_net(), make_net()};  // one thread seeds
+  run_ranks(2, [&nets](int rank, const std::shared_ptr<dist::ProcessGroup>& group) {
+    const auto& net = nets[static_cast<std::size_t>(rank)];
+    parallel::DistributedDataParallelOptions d;
+    d.device_ids = cpus(2);
+    d.reducer.scatter = true;
+    expect_error<ValueError>([&] { parallel::DistributedDataParallel ddp(net, group, d); },
+                             {"one device per rank, got 2"});
+    d.device_ids = cpus(1);
+    d.reducer.compression = dist::WireFormat::BFloat16;
+    expect_error<ValueError>([&] { parallel::DistributedDataParallel ddp(net, group, d); },
+                             {"does not take bfloat16 compression"});
+  });
 }
 
 TEST(Zero, EachRankHoldsAShardOfTheState) {

@@ -82,7 +82,8 @@ struct DataParallelOptions {
   bool deterministic = false;
   /// Samples per shard in deterministic mode.
   std::int64_t shard_size = 8;
-  /// Reducer bucket capacity in bytes and whether buckets reduce during backward.
+  /// Reducer bucket capacity in bytes and whether buckets reduce during backward (`scatter`:
+  /// with a process_group and one device only, ValueError otherwise; see distributed.h).
   ReducerOptions reducer{};
   /// Seed of the dropout masks, keyed by (seed, step, global sample index).
   std::uint64_t seed = 0;

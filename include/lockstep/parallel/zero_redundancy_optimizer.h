@@ -30,9 +30,13 @@
 //   auto zero = std::make_shared<ZeroRedundancyOptimizer>(
 //       groups, optimizer_class(optim::AdamWOptions{...}), ddp.process_group(), zero_layout(ddp));
 //   ddp.register_fused_optim(zero);   // or call zero->step() after forward_backward()
-// The gradients are all-reduced by the DDP reducer as without ZeRO (every rank has the full
-// gradient; a reduce-scatter would move less and is not built), so gradient clipping on the full
-// gradient works unchanged (register_step_pre_hook). With several local devices per rank the
+// The DDP reducer either all-reduces the gradients as without ZeRO (every rank has the full
+// gradient, so gradient clipping by register_step_pre_hook works unchanged), or, with
+// DistributedDataParallelOptions::reducer.scatter (one device per rank, no compression), reduce-
+// scatters each bucket so every rank receives the sums of its own chunks only — the elements this
+// optimizer's shard reads (zero_layout's buckets are the reducer's): the gradient reduce-scatter
+// plus the parameter all-gather move what the all-reduce alone moves, and each element's sum is
+// the same rank-order fold, so the bits are the same. With several local devices per rank the
 // shard is per rank (process): the local replicas share the rank's master parameters.
 //
 // On GPUs (DDP over an NCCL group, `--backend nccl`) the pieces, the inner step (one flat launch:

@@ -143,6 +143,8 @@ void Trainer::setup() {
   const std::int64_t batchnorms = count_batchnorms(*model_);
   r_.sync_bn = sync_batchnorm(o_, replicas);
   if (r_.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(model_);
+  r_.zero_scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 && !o_.clip_grad_norm &&
+                    o_.grad_compression == "none" && !o_.deterministic;
   fingerprint_ = flags_fingerprint(o_, r_);
   if (dist_.world > 1) check_same_setup_on_every_rank();
   if (r_.sync_bn && batchnorms > 0 && o_.deterministic && dist_.world > 1)
@@ -161,13 +163,10 @@ void Trainer::setup() {
     ddp_options.device_ids = r_.devices;
     ddp_options.deterministic = o_.deterministic;
     ddp_options.reducer = reducer;
-    // --zero: the buckets are reduce-scattered (each rank receives the sums of its shard only),
-    // where nothing needs the whole gradient: one device per rank (the chunks are the ranks'),
-    // no --clip-grad-norm (the norm is the whole gradient's), no compression; otherwise they are
-    // all-reduced as without --zero (docs/design.md, ZeRO-1).
-    ddp_options.reducer.scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 &&
-                                  !o_.clip_grad_norm &&
-                                  reducer.compression == dist::WireFormat::Native;
+    // --zero: the buckets are reduce-scattered (each rank receives the sums of its shard only)
+    // where nothing needs the whole gradient (r_.zero_scatter); otherwise they are all-reduced as
+    // without --zero (docs/design.md, ZeRO-1).
+    ddp_options.reducer.scatter = r_.zero_scatter;
     ddp_options.seed = o_.data.seed;
     dp_ = std::make_unique<parallel::DistributedDataParallel>(model_, dist_.group, ddp_options);
   } else {

@@ -77,6 +77,12 @@ TEST(MpiCliZero, RanksMustAgreeOnIt) {
                                 std::vector<std::string>{"--zero", ":", "-np", "1"} + train);
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("--zero=off on rank 1, --zero=on on rank 0"), std::string::npos) << r.err;
+  // ... and on one device per rank or not (whether the gradients are reduce-scattered).
+  r = run(LOCKSTEP_MPIEXEC, std::vector<std::string>{"-np", "1"} + train +
+                                std::vector<std::string>{"--zero", ":", "-np", "1"} + train +
+                                std::vector<std::string>{"--zero", "--devices", "cpu:0,cpu:1"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--devices (count, with --zero)=2 on rank 1"), std::string::npos) << r.err;
 }
 
 TEST(MpiCliZero, GptOnRanksTimesDevicesGivesOneProcesssBits) {

@@ -143,7 +143,7 @@ void Trainer::setup() {
   const std::int64_t batchnorms = count_batchnorms(*model_);
   r_.sync_bn = sync_batchnorm(o_, replicas);
   if (r_.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(model_);
-  r_.zero_scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 && !o_.clip_grad_norm &&
+  r_.zero_scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 &&
                     o_.grad_compression == "none" && !o_.deterministic;
   fingerprint_ = flags_fingerprint(o_, r_);
   if (dist_.world > 1) check_same_setup_on_every_rank();
@@ -185,9 +185,14 @@ void Trainer::setup() {
   // inside the last reduction where it can, else at the end of the synced forward_backward), and
   // --clip-grad-norm is its pre-step hook, run on the reduced gradients right before the step.
   dp_->register_fused_optim(optimizer_);
+  // With --zero's reduce-scatter each rank holds its shard's sums only: the norm comes from the
+  // ranks' partial sums (ZeroRedundancyOptimizer::clip_grad_norm_, a collective).
   if (o_.clip_grad_norm)
     dp_->register_step_pre_hook([this, max_norm = *o_.clip_grad_norm] {
-      nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
+      if (r_.zero_scatter)
+        static_cast<parallel::ZeroRedundancyOptimizer&>(*optimizer_).clip_grad_norm_(max_norm);
+      else
+        nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
     });
   if (!o_.checkpoint_dir.empty() && dist_.is_main())  // one run at a time in the directory
     dir_lock_ = std::make_unique<CheckpointDirLock>(o_.checkpoint_dir, o_.resume);

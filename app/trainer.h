@@ -52,9 +52,9 @@ struct Resolved {
   std::int64_t eval_rows = 8192;
   /// Whether the model's BatchNorm layers synchronize (SyncBatchNorm), see sync_batchnorm().
   bool sync_bn = false;
-  /// --zero across ranks with one device per rank and nothing that needs the whole gradient (no
-  /// --clip-grad-norm, no compression, not --deterministic): the reducer reduce-scatters the
-  /// gradient buckets (ReducerOptions::scatter) instead of all-reducing them.
+  /// --zero across ranks with one device per rank, no compression, not --deterministic: the
+  /// reducer reduce-scatters the gradient buckets (ReducerOptions::scatter) instead of
+  /// all-reducing them, and --clip-grad-norm takes the norm from the ranks' shards.
   bool zero_scatter = false;
   /// gpt: models with --lr-schedule cosine: nanoGPT's min_lr and lr_decay_iters.
   double min_lr = 0.0;

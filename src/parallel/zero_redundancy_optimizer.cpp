@@ -2,9 +2,12 @@
 // all_gather of the updated parameters. Its checkpoint format: zero_state_dict.cpp.
 #include "lockstep/parallel/zero_redundancy_optimizer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "lockstep/autograd/grad_mode.h"
+#include "lockstep/nn/utils.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::parallel {
@@ -133,6 +136,28 @@ Tensor ZeroRedundancyOptimizer::all_gather_shards(
   for (int r = 0; r < world_; ++r) outputs.push_back(all.narrow(0, r * S, S));
   group_->all_gather(outputs, mine);
   return all;
+}
+
+double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
+  NoGradGuard no_grad;
+  const bool inf = std::isinf(norm_type);
+  Tensor sums = zeros({static_cast<std::int64_t>(params_.size())}, kFloat64);
+  double* s = sums.data_ptr<double>();
+  std::vector<Tensor> grads;  // this rank's pieces of the gradients
+  for (const ZeroPiece& piece : shard()) {
+    const Tensor g = params_[piece.param].grad();
+    if (!g.defined()) continue;
+    grads.push_back(piece_of(g, piece));
+    const double v = nn::utils::grad_power_sum(grads.back(), norm_type);
+    s[piece.param] = inf ? std::max(s[piece.param], v) : s[piece.param] + v;
+  }
+  group_->all_reduce(sums, inf ? dist::ReduceOp::Max : dist::ReduceOp::Sum);
+  std::vector<double> norms;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined())
+      norms.push_back(nn::utils::norm_from_power_sum(s[i], norm_type));
+  return nn::utils::clip_grads_with_norms_(grads, norms, max_norm, norm_type,
+                                           params_.front().dtype() == kFloat32);
 }
 
 std::int64_t ZeroRedundancyOptimizer::state_bytes() const {

@@ -1,10 +1,10 @@
 // `lockstep train --zero` under mpirun (ZeRO-1, parallel::ZeroRedundancyOptimizer over the MPI
 // backend): in deterministic mode a --zero run on 2 ranks writes the same checkpoint, byte for
 // byte, as the plain optimizer on 2 ranks (and without --deterministic, where --zero
-// reduce-scatters the gradients, the same weights as plain DDP); resumed with --zero on 3 ranks it
-// ends with the bits of one uninterrupted process; a gpt: model (AdamW's weight-decay groups,
-// --clip-grad-norm) on 2 ranks x 2 devices gives one process's bits, and rank 0 reports the state
-// it holds.
+// reduce-scatters the gradients, the same weights as plain DDP, and with --clip-grad-norm
+// allclose to them); resumed with --zero on 3 ranks it ends with the bits of one uninterrupted
+// process; a gpt: model (AdamW's weight-decay groups, --clip-grad-norm) on 2 ranks x 2 devices
+// gives one process's bits, and rank 0 reports the state it holds.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "e2e/cli_support.h"
+#include "lockstep/io/safetensors.h"
+#include "support/tolerance.h"
 
 namespace lockstep::e2e {
 namespace {
@@ -67,6 +69,25 @@ TEST(MpiCliZero, ReduceScatteredRunGivesTheAllReducedRunsBits) {
     ASSERT_EQ(r.status, 0) << r.err;
   }
   EXPECT_TRUE(read_text(dir / "--zero") == read_text(dir / "--no-zero"));
+}
+
+TEST(MpiCliZero, ClipGradNormFromTheShardsIsCloseToTheWholeGradients) {
+  // --clip-grad-norm with the reduce-scatter: the norm from the ranks' shards (max_norm small
+  // enough to clip every step); allclose to plain DDP's clipping of the all-reduced gradient.
+  TempDir dir;
+  const std::vector<std::string> train{"train", "--batch-size", "32",   "--epochs",
+                                       "2",     "--optimizer",  "adam", "--clip-grad-norm",
+                                       "0.05",  "--quiet"};
+  for (const std::string zero : {"--zero", "--no-zero"}) {
+    std::vector<std::string> args = train + std::vector<std::string>{"--save", dir / zero};
+    if (zero == "--zero") args.push_back(zero);
+    const RunResult r = mpirun(2, args);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  const auto got = safetensors::load_file(dir / "--zero"),
+             want = safetensors::load_file(dir / "--no-zero");
+  for (const auto& [name, t] : want.tensors)
+    EXPECT_TRUE(testing::AllClose(got.at(name), t, 1e-4, 1e-6)) << name;
 }
 
 TEST(MpiCliZero, RanksMustAgreeOnIt) {

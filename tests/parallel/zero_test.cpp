@@ -62,6 +62,7 @@ struct ZeroRun {
   bool zero = true;
   std::int64_t bucket_cap = 256;  // bytes: several buckets, chunks cutting through parameters
   bool scatter = false;           // the reducer reduce-scatters (ZeRO's phase 2)
+  double clip = 0;                // > 0: clip_grad_norm_ before each step (ZeRO's with scatter)
   int first_step = 0, steps = 4;
   const StateDict* model = nullptr;      // start from these (a checkpoint)
   const StateDict* optimizer = nullptr;  // ... and this optimizer state
@@ -105,6 +106,13 @@ Ranks train(const ZeroRun& run) {
     if (run.model) ddp.load_state_dict(*run.model);
     if (run.optimizer) opt->load_state_dict(*run.optimizer);
     ddp.register_fused_optim(opt);
+    if (run.clip > 0)
+      ddp.register_step_pre_hook([&] {
+        if (run.scatter)
+          static_cast<ZeroRedundancyOptimizer&>(*opt).clip_grad_norm_(run.clip);
+        else
+          nn::utils::clip_grad_norm_(ddp.parameters(), run.clip);
+      });
     for (int s = run.first_step; s < run.first_step + run.steps; ++s) {
       const auto part = parallel::split_batch(16, run.world, run.deterministic ? o.shard_size : 0);
       const auto [start, size] = part[static_cast<std::size_t>(rank)];
@@ -174,6 +182,30 @@ TEST(Zero, ReduceScatteredGradientsGiveTheAllReducedBits) {
         a.grads = s.grads;
         expect_bit_equal(s, a, what + ", rank " + std::to_string(r));
       }
+    }
+}
+
+TEST(Zero, ClipsByTheNormOfTheShardsGradients) {
+  // With reduce-scattered gradients the norm comes from the ranks' partial sums: allclose to
+  // clip_grad_norm_ over the all-reduced gradient (the sums are added in another order).
+  for (Kind k : {Kind::Sgd, Kind::Adam})
+    for (int world : {2, 3}) {
+      const std::string what = std::string(name(k)) + ", " + std::to_string(world) + " ranks";
+      const ZeroRun all{.kind = k, .world = world, .deterministic = false, .clip = 0.05};
+      ZeroRun scattered = all, unclipped = all;
+      scattered.scatter = true;
+      unclipped.clip = 0;
+      const Ranks want = train(all), got = train(scattered), free = train(unclipped);
+      bool clipped = false;
+      for (std::size_t i = 0; i < want.state[0].params.size(); ++i) {
+        clipped =
+            clipped || !AllClose(free.state[0].params[i], want.state[0].params[i], 1e-4, 1e-5);
+        for (int r = 0; r < world; ++r)
+          EXPECT_TRUE(AllClose(got.state[static_cast<std::size_t>(r)].params[i],
+                               want.state[0].params[i], 1e-5, 1e-6))
+              << what << ", rank " << r << ", parameter " << i;
+      }
+      EXPECT_TRUE(clipped) << what << ": max_norm 0.05 clipped nothing";
     }
 }
 

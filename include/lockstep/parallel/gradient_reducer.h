@@ -58,11 +58,13 @@ struct ReducerOptions {
   /// bucket is cut into size() chunks of ⌈m/size()⌉ elements (the last ones short or empty,
   /// padded with zeros on the wire) and after finalize() member r's flat_grad() holds the sum
   /// only in chunk r of every bucket — the elements of its ZeRO shard; elsewhere it holds
-  /// unspecified values (.grad too: a step must read only the shard, so no clip_grad_norm_ on
-  /// it). Each element's sum is the same rank-order fold as the all-reduce's, so the shard's bits
-  /// are the same, and a rank moves the same gradient bytes as a reduce but receives 1/size() of
-  /// the sums. The has-grad and completion flags are all-reduced in a collective of their own
-  /// (has_grad() valid on every member). ValueError with compression, or a root (set_update) use.
+  /// unspecified values (.grad too: a step must read only the shard, and
+  /// ZeroRedundancyOptimizer::clip_grad_norm_, not nn::utils::clip_grad_norm_, clips such
+  /// gradients). Each element's sum is the same rank-order fold as the all-reduce's, so the
+  /// shard's bits are the same, and a rank moves the same gradient bytes as a reduce but receives
+  /// 1/size() of the sums. The has-grad and completion flags are all-reduced in a collective of
+  /// their own (has_grad() valid on every member). ValueError with compression, or a root
+  /// (set_update) use.
   bool scatter = false;
 };
 

@@ -36,7 +36,9 @@
 // scatters each bucket so every rank receives the sums of its own chunks only — the elements this
 // optimizer's shard reads (zero_layout's buckets are the reducer's): the gradient reduce-scatter
 // plus the parameter all-gather move what the all-reduce alone moves, and each element's sum is
-// the same rank-order fold, so the bits are the same. With several local devices per rank the
+// the same rank-order fold, so the bits are the same; clip such gradients with clip_grad_norm_
+// below (nn::utils::clip_grad_norm_ would read the other ranks' chunks, which this rank does not
+// have). With several local devices per rank the
 // shard is per rank (process): the local replicas share the rank's master parameters.
 //
 // On GPUs (DDP over an NCCL group, `--backend nccl`) the pieces, the inner step (one flat launch:
@@ -143,6 +145,13 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   /// Optimizer::load_state_dict (unknown key, index out of range, shape mismatch); nothing is
   /// modified when it throws. Not a collective.
   void load_state_dict(const StateDict& state) override;
+  /// nn::utils::clip_grad_norm_ over params() when each rank holds only its shard's gradient
+  /// sums (DistributedDataParallel with reducer.scatter): each parameter's power sum over this
+  /// rank's pieces, all-reduced (Sum; Max for norm_type = inf) in float64, gives its norm, and
+  /// this rank's pieces of the gradients are scaled (nn::utils::clip_grads_with_norms_). A
+  /// collective; the same total norm on every rank, allclose to clip_grad_norm_'s over the whole
+  /// gradient (the sums are added in another order). ValueError as clip_grad_norm_.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
   /// The bytes of state this rank holds: its shard's (≈ 1/world of the unsharded optimizer's).
   std::int64_t state_bytes() const override;
   std::vector<std::string> state_names() const override { return names_; }

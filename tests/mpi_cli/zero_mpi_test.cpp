@@ -55,6 +55,17 @@ TEST(MpiCliZero, ResumesOnAnotherWorldSizeBitIdentical) {
       << "2 epochs on 2 ranks + 1 resumed on 3 ranks with --zero differ from 3 in one process";
 }
 
+// `train` on 2 ranks with --zero, saved to `zero`, and without, saved to `plain`.
+void with_and_without_zero(const std::vector<std::string>& train, const std::string& zero,
+                           const std::string& plain) {
+  for (const std::string& save : {zero, plain}) {
+    std::vector<std::string> args = train + std::vector<std::string>{"--save", save};
+    if (save == zero) args.push_back("--zero");
+    const RunResult r = mpirun(2, args);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+}
+
 TEST(MpiCliZero, ReduceScatteredRunGivesTheAllReducedRunsBits) {
   // Not deterministic, one device per rank: --zero reduce-scatters the gradient buckets; each
   // element's sum is the all-reduce's rank-order fold, so the weights are plain DDP's.
@@ -62,12 +73,7 @@ TEST(MpiCliZero, ReduceScatteredRunGivesTheAllReducedRunsBits) {
   const std::vector<std::string> train{"train",  "--batch-size", "32",   "--epochs",
                                        "2",      "--optimizer",  "adam", "--bucket-cap-mb",
                                        "0.0001", "--quiet"};
-  for (const std::string zero : {"--zero", "--no-zero"}) {
-    std::vector<std::string> args = train + std::vector<std::string>{"--save", dir / zero};
-    if (zero == "--zero") args.push_back(zero);
-    const RunResult r = mpirun(2, args);
-    ASSERT_EQ(r.status, 0) << r.err;
-  }
+  ASSERT_NO_FATAL_FAILURE(with_and_without_zero(train, dir / "--zero", dir / "--no-zero"));
   EXPECT_TRUE(read_text(dir / "--zero") == read_text(dir / "--no-zero"));
 }
 
@@ -78,12 +84,7 @@ TEST(MpiCliZero, ClipGradNormFromTheShardsIsCloseToTheWholeGradients) {
   const std::vector<std::string> train{"train", "--batch-size", "32",   "--epochs",
                                        "2",     "--optimizer",  "adam", "--clip-grad-norm",
                                        "0.05",  "--quiet"};
-  for (const std::string zero : {"--zero", "--no-zero"}) {
-    std::vector<std::string> args = train + std::vector<std::string>{"--save", dir / zero};
-    if (zero == "--zero") args.push_back(zero);
-    const RunResult r = mpirun(2, args);
-    ASSERT_EQ(r.status, 0) << r.err;
-  }
+  ASSERT_NO_FATAL_FAILURE(with_and_without_zero(train, dir / "--zero", dir / "--no-zero"));
   const auto got = safetensors::load_file(dir / "--zero"),
              want = safetensors::load_file(dir / "--no-zero");
   for (const auto& [name, t] : want.tensors)

@@ -153,6 +153,14 @@ void add_train_command(CLI::App& app, CliOptions& options) {
       "--devices cuda:0), fp32, no --clip-grad-norm, --accumulate-steps 1, --dropout 0, "
       "not --deterministic and not --backend nccl" +
           dflt("off"));
+  train->add_flag(
+      "--zero", c.zero,
+      "ZeRO-1 (PyTorch's ZeroRedundancyOptimizer) under mpirun: each rank keeps the optimizer "
+      "state (momentum buffers, Adam's moments) of 1/ranks of the parameters, updates that "
+      "shard and all-gathers the updated parameters; same results (bit for bit with "
+      "--deterministic), same checkpoints. One process: the plain optimizer (nothing to "
+      "shard). Not with --cuda-graphs" +
+          dflt("off"));
   train
       ->add_option_function<std::string>(
           "--devices",

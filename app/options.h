@@ -117,6 +117,9 @@ struct TrainOptions {
   /// Capture each training step into a CUDA graph once the batch shape is static and replay it
   /// (parallel::CUDAGraphStep); one GPU only (refused otherwise, exit 2).
   bool cuda_graphs = false;
+  /// --zero: ZeRO-1 across ranks (parallel::ZeroRedundancyOptimizer): each rank keeps the
+  /// optimizer state of its shard of the parameters only. One process: the plain optimizer.
+  bool zero = false;
   /// Empty: parallel::default_devices().
   std::vector<Device> devices;
   /// safetensors files: initial parameters, final parameters.

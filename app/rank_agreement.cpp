@@ -56,7 +56,7 @@ std::string rank_setup(const TrainOptions& o, const std::string& fingerprint, co
                        const Tensor& val, std::int64_t classes) {
   return fingerprint + "--epochs=" + std::to_string(o.epochs) +
          "\n--max-iters=" + std::to_string(o.max_iters) +
-         "\n--resume=" + (o.resume ? "on" : "off") +
+         "\n--resume=" + (o.resume ? "on" : "off") + "\n--zero=" + (o.zero ? "on" : "off") +
          "\n--checkpoint-dir=" + (o.checkpoint_dir.empty() ? "(not given)" : o.checkpoint_dir) +
          "\n--init=" + (o.init.empty() ? "(not given)" : o.init) +
          // The reducers' collectives (bucket sizes, wire format) must match on every rank.

@@ -81,7 +81,8 @@ void Trainer::run() {
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
   save_final();
-  out_ << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
+  out_ << zero_line()
+       << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)
        << ranks_on_hosts() << '\n'
        << std::flush;

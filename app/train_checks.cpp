@@ -33,6 +33,10 @@ void check_combinations(const TrainOptions& o) {
         "parameters to start from)");
   if (o.resume && o.checkpoint_dir.empty())
     throw ValueError("--resume needs --checkpoint-dir DIR (where the checkpoints are)");
+  if (o.zero && o.cuda_graphs)
+    throw ValueError(
+        "--zero cannot be used with --cuda-graphs (ZeRO shards the optimizer state across "
+        "ranks; a captured step runs in one process)");
   if (o.grad_compression != "none" && o.deterministic)
     throw ValueError("--grad-compression " + o.grad_compression +
                      " cannot be used with --deterministic (its results are bit-identical to "

@@ -23,7 +23,11 @@ void Trainer::check_same_setup_on_every_rank() const {
   const Tensor& train = text_ ? text_->train : data_.train_x;
   const Tensor& val = text_ ? text_->val : data_.val_x;
   const std::int64_t classes = text_ ? text_->vocab.size() : data_.classes;
-  check_same_on_every_rank(dist_, rank_setup(o_, fingerprint_, train, val, classes));
+  // --zero: whether the gradients are reduce-scattered depends on this rank's device count, so
+  // the ranks must agree on it too (their collectives would differ).
+  const std::string zero =
+      o_.zero ? "--devices (count, with --zero)=" + std::to_string(r_.devices.size()) + "\n" : "";
+  check_same_on_every_rank(dist_, rank_setup(o_, fingerprint_, train, val, classes) + zero);
 }
 
 std::string Trainer::nonfinite_ranks() const {

@@ -143,9 +143,13 @@ TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_
 std::string Trainer::write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch) {
   // Only rank 0 writes (atomically: a temporary file renamed into place); every rank waits for
   // it, so a rank that loads the checkpoint next never sees a missing or partial file.
+  // --zero: the optimizer's state_dict() gathers the ranks' shards, a collective every rank makes.
   std::string path = "(written by rank 0)";
+  const bool gather = dynamic_cast<const parallel::ZeroRedundancyOptimizer*>(optimizer_.get());
+  const StateDict optimizer_state =
+      dist_.is_main() || gather ? optimizer_->state_dict() : StateDict();
   if (dist_.is_main())
-    path = write_checkpoint(o_.checkpoint_dir, dp_->state_dict(), optimizer_->state_dict(),
+    path = write_checkpoint(o_.checkpoint_dir, dp_->state_dict(), optimizer_state,
                             scheduler_ ? scheduler_->state_dict() : StateDict(),
                             position(epochs_done, batch_in_epoch));
   if (dist_.group && dist_.world > 1) dist_.group->barrier();

@@ -19,31 +19,27 @@
 namespace lockstep::app {
 namespace {
 
-/// The run's optimizer over `groups`: every parameter in one group (epoch-based models), or
-/// nanoGPT's weight-decay groups (gpt: models, which train with adam or adamw only:
-/// check_training_kind refuses sgd for them, and SGD takes one group).
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const Resolved& r,
-                                                 std::vector<optim::ParamGroup> groups) {
+/// The run's optimizer class with its options (parallel::optimizer_class): SGD over one group
+/// (epoch-based models), Adam or AdamW over one group or nanoGPT's weight-decay groups (gpt:
+/// models, which train with adam or adamw only: check_training_kind refuses sgd for them).
+parallel::OptimizerFactory optimizer_class(const TrainOptions& o, const Resolved& r) {
   if (r.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(std::move(groups.front().params),
-                                        optim::SGDOptions{.lr = r.lr,
-                                                          .momentum = o.momentum,
-                                                          .dampening = o.dampening,
-                                                          .weight_decay = r.weight_decay,
-                                                          .nesterov = o.nesterov});
+    return parallel::optimizer_class(optim::SGDOptions{.lr = r.lr,
+                                                       .momentum = o.momentum,
+                                                       .dampening = o.dampening,
+                                                       .weight_decay = r.weight_decay,
+                                                       .nesterov = o.nesterov});
   if (r.optimizer == "adam")
-    return std::make_unique<optim::Adam>(std::move(groups),
-                                         optim::AdamOptions{.lr = r.lr,
-                                                            .beta1 = o.beta1,
-                                                            .beta2 = o.beta2,
-                                                            .eps = o.eps,
-                                                            .weight_decay = r.weight_decay});
-  return std::make_unique<optim::AdamW>(std::move(groups),
-                                        optim::AdamWOptions{.lr = r.lr,
-                                                            .beta1 = o.beta1,
-                                                            .beta2 = o.beta2,
-                                                            .eps = o.eps,
-                                                            .weight_decay = r.weight_decay});
+    return parallel::optimizer_class(optim::AdamOptions{.lr = r.lr,
+                                                        .beta1 = o.beta1,
+                                                        .beta2 = o.beta2,
+                                                        .eps = o.eps,
+                                                        .weight_decay = r.weight_decay});
+  return parallel::optimizer_class(optim::AdamWOptions{.lr = r.lr,
+                                                       .beta1 = o.beta1,
+                                                       .beta2 = o.beta2,
+                                                       .eps = o.eps,
+                                                       .weight_decay = r.weight_decay});
 }
 
 // How many BatchNorm layers (BatchNorm1d / BatchNorm2d, synchronized or not) `m`'s tree holds.
@@ -58,14 +54,34 @@ std::int64_t count_batchnorms(const nn::Module& m) {
 
 void Trainer::setup_optimizer() {
   // gpt: models: nanoGPT's configure_optimizers, weight decay on the >= 2-d tensors only.
-  optimizer_ = make_optimizer(o_, r_,
-                              text_ ? optim::weight_decay_groups(*model_, r_.weight_decay)
-                                    : std::vector<optim::ParamGroup>{{dp_->parameters()}});
+  std::vector<optim::ParamGroup> groups =
+      text_ ? optim::weight_decay_groups(*model_, r_.weight_decay)
+            : std::vector<optim::ParamGroup>{{dp_->parameters(), std::nullopt}};
+  // --zero across ranks: the state sharded over the ranks (the shard per rank, its local devices
+  // share it), partitioned by the reducer's buckets of the master parameters. One process: the
+  // plain optimizer, which is what ZeRO over one rank computes.
+  if (o_.zero && dist_.group && dist_.world > 1)
+    optimizer_ = std::make_shared<parallel::ZeroRedundancyOptimizer>(
+        std::move(groups), optimizer_class(o_, r_), dist_.group, parallel::zero_layout(*dp_));
+  else
+    optimizer_ = optimizer_class(o_, r_)(std::move(groups));
   if (text_ && r_.schedule.kind == LrSchedule::Kind::Cosine)  // nanoGPT's get_lr, per iteration
     scheduler_ = std::make_unique<optim::WarmupCosineLR>(*optimizer_, o_.warmup_iters,
                                                          r_.lr_decay_iters, r_.min_lr);
   else if (!text_)
     scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
+}
+
+std::string Trainer::zero_line() const {
+  const auto* zero = dynamic_cast<const parallel::ZeroRedundancyOptimizer*>(optimizer_.get());
+  if (!zero || o_.quiet) return "";
+  std::int64_t mine = 0, total = 0;
+  for (const parallel::ZeroPiece& p : zero->shard()) mine += p.hi - p.lo;
+  for (const Tensor& p : zero->params()) total += p.numel();
+  return "zero: this rank holds " + std::to_string(zero->state_bytes()) +
+         " bytes of optimizer state (the state of " + std::to_string(mine) + " of " +
+         std::to_string(total) + " parameter elements, " + std::to_string(dist_.world) +
+         " ranks)\n";
 }
 
 void Trainer::setup() {
@@ -127,6 +143,8 @@ void Trainer::setup() {
   const std::int64_t batchnorms = count_batchnorms(*model_);
   r_.sync_bn = sync_batchnorm(o_, replicas);
   if (r_.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(model_);
+  r_.zero_scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 &&
+                    o_.grad_compression == "none" && !o_.deterministic;
   fingerprint_ = flags_fingerprint(o_, r_);
   if (dist_.world > 1) check_same_setup_on_every_rank();
   if (r_.sync_bn && batchnorms > 0 && o_.deterministic && dist_.world > 1)
@@ -145,6 +163,10 @@ void Trainer::setup() {
     ddp_options.device_ids = r_.devices;
     ddp_options.deterministic = o_.deterministic;
     ddp_options.reducer = reducer;
+    // --zero: the buckets are reduce-scattered (each rank receives the sums of its shard only)
+    // where nothing needs the whole gradient (r_.zero_scatter); otherwise they are all-reduced as
+    // without --zero (docs/design.md, ZeRO-1).
+    ddp_options.reducer.scatter = r_.zero_scatter;
     ddp_options.seed = o_.data.seed;
     dp_ = std::make_unique<parallel::DistributedDataParallel>(model_, dist_.group, ddp_options);
   } else {
@@ -163,9 +185,14 @@ void Trainer::setup() {
   // inside the last reduction where it can, else at the end of the synced forward_backward), and
   // --clip-grad-norm is its pre-step hook, run on the reduced gradients right before the step.
   dp_->register_fused_optim(optimizer_);
+  // With --zero's reduce-scatter each rank holds its shard's sums only: the norm comes from the
+  // ranks' partial sums (ZeroRedundancyOptimizer::clip_grad_norm_, a collective).
   if (o_.clip_grad_norm)
     dp_->register_step_pre_hook([this, max_norm = *o_.clip_grad_norm] {
-      nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
+      if (r_.zero_scatter)
+        static_cast<parallel::ZeroRedundancyOptimizer&>(*optimizer_).clip_grad_norm_(max_norm);
+      else
+        nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
     });
   if (!o_.checkpoint_dir.empty() && dist_.is_main())  // one run at a time in the directory
     dir_lock_ = std::make_unique<CheckpointDirLock>(o_.checkpoint_dir, o_.resume);

@@ -52,6 +52,10 @@ struct Resolved {
   std::int64_t eval_rows = 8192;
   /// Whether the model's BatchNorm layers synchronize (SyncBatchNorm), see sync_batchnorm().
   bool sync_bn = false;
+  /// --zero across ranks with one device per rank, no compression, not --deterministic: the
+  /// reducer reduce-scatters the gradient buckets (ReducerOptions::scatter) instead of
+  /// all-reducing them, and --clip-grad-norm takes the norm from the ranks' shards.
+  bool zero_scatter = false;
   /// gpt: models with --lr-schedule cosine: nanoGPT's min_lr and lr_decay_iters.
   double min_lr = 0.0;
   std::int64_t lr_decay_iters = 0;
@@ -113,8 +117,13 @@ class Trainer {
   /// gpt: models (train_text.cpp): the text, the vocabulary, the memory check for `replicas`
   /// devices of this process and the GPT (from --seed or --init).
   void setup_text_model(std::int64_t replicas);
-  /// The optimizer (make_optimizer; gpt: models: weight-decay groups) and LR scheduler.
+  /// The optimizer (optimizer_class, or ZeroRedundancyOptimizer with --zero across ranks; gpt:
+  /// models: weight-decay groups) and LR scheduler.
   void setup_optimizer();
+  /// --zero across ranks: "zero: this rank holds B bytes of optimizer state (the state of E of T
+  /// parameter elements, R ranks)\n", printed before the summary (measured state_bytes()); ""
+  /// otherwise or with --quiet.
+  std::string zero_line() const;
   /// The run of a gpt: model from iteration to iteration (train_iters.cpp).
   void run_iterations();
   /// nanoGPT's estimate_loss for one part: the mean loss over --eval-iters batches of

@@ -55,3 +55,4 @@
 #include "lockstep/parallel/flat_buffer.h"
 #include "lockstep/parallel/gradient_reducer.h"
 #include "lockstep/parallel/worker.h"
+#include "lockstep/parallel/zero_redundancy_optimizer.h"

@@ -78,42 +78,61 @@ StateDict Optimizer::state_dict() const {
   return sd;
 }
 
+double Optimizer::parse_lr(const Tensor& value) {
+  if (!value.defined() || value.numel() != 1 || !(value.item() >= 0))
+    throw StateDictError(
+        "optimizer load_state_dict: key 'param_groups.0.lr': expected a non-negative scalar "
+        "learning rate");
+  return value.item();
+}
+
+std::pair<std::size_t, std::string> Optimizer::parse_state_key(const std::string& key,
+                                                               const Tensor& value) const {
+  auto bad = [&key](const std::string& why) {
+    return StateDictError("optimizer load_state_dict: key '" + key + "': " + why);
+  };
+  if (key.rfind("state.", 0) != 0) throw bad("unknown key");
+  auto dot = key.find('.', 6);
+  if (dot == std::string::npos) throw bad("expected state.<index>.<name>");
+  std::size_t idx = 0;
+  try {
+    idx = std::stoul(key.substr(6, dot - 6));
+  } catch (const std::exception&) {
+    throw bad("parameter index is not a number");
+  }
+  std::string name = key.substr(dot + 1);
+  if (idx >= params_.size())
+    throw bad("parameter index out of range (" + std::to_string(params_.size()) + " parameters)");
+  const auto names = state_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) throw bad("unknown state name");
+  if (name != "step" && value.shape() != params_[idx].shape())
+    throw bad("shape " + value.shape().str() + " does not match parameter shape " +
+              params_[idx].shape().str());
+  return {idx, name};
+}
+
 void Optimizer::load_state_dict(const StateDict& state) {
   std::vector<std::unordered_map<std::string, Tensor>> fresh(params_.size());
   double lr = lr_;
-  auto names = state_names();
   for (const auto& [key, value] : state) {
     if (key == "param_groups.0.lr") {
-      if (!value.defined() || value.numel() != 1 || !(value.item() >= 0))
-        throw StateDictError("optimizer load_state_dict: key '" + key +
-                             "': expected a non-negative scalar learning rate");
-      lr = value.item();
+      lr = parse_lr(value);
       continue;
     }
-    auto bad = [&key = key](const std::string& why) {  // clang 14: no capture of bindings
-      return StateDictError("optimizer load_state_dict: key '" + key + "': " + why);
-    };
-    if (key.rfind("state.", 0) != 0) throw bad("unknown key");
-    auto dot = key.find('.', 6);
-    if (dot == std::string::npos) throw bad("expected state.<index>.<name>");
-    std::size_t idx = 0;
-    try {
-      idx = std::stoul(key.substr(6, dot - 6));
-    } catch (const std::exception&) {
-      throw bad("parameter index is not a number");
-    }
-    std::string name = key.substr(dot + 1);
-    if (idx >= params_.size())
-      throw bad("parameter index out of range (" + std::to_string(params_.size()) + " parameters)");
-    if (std::find(names.begin(), names.end(), name) == names.end()) throw bad("unknown state name");
-    if (name != "step" && value.shape() != params_[idx].shape())
-      throw bad("shape " + value.shape().str() + " does not match parameter shape " +
-                params_[idx].shape().str());
+    const auto [idx, name] = parse_state_key(key, value);
     Tensor v = value.detach().to(name == "step" ? kFloat64 : params_[idx].dtype()).clone();
     fresh[idx][name] = v.to(params_[idx].device());
   }
   state_ = std::move(fresh);
   set_lr(lr);
+}
+
+std::int64_t Optimizer::state_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& m : state_)
+    for (const auto& [name, t] : m)
+      bytes += t.numel() * static_cast<std::int64_t>(element_size(t.dtype()));
+  return bytes;
 }
 
 }  // namespace lockstep::optim

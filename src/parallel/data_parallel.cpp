@@ -72,6 +72,16 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
       throw ValueError("DataParallel: device " + d.str() + " is listed twice");
   }
   if (options_.shard_size < 1) throw ValueError("DataParallel: shard_size must be at least 1");
+  // ZeRO's reduce-scatter: chunk r of each bucket to rank r, so one device (replica) per rank.
+  if (options_.reducer.scatter && !options_.process_group)
+    throw ValueError(
+        "DataParallel: reducer.scatter (ZeRO's reduce-scatter of the gradients) needs ranks: "
+        "use DistributedDataParallel");
+  if (options_.reducer.scatter && devices_.size() != 1)
+    throw ValueError(
+        "DistributedDataParallel: reducer.scatter (ZeRO's reduce-scatter of the "
+        "gradients) takes one device per rank, got " +
+        std::to_string(devices_.size()));
   if (options_.deterministic && options_.reducer.compression != dist::WireFormat::Native)
     throw ValueError(
         "DataParallel: reducer.compression = bfloat16 (gradient compression) is refused in "
@@ -179,7 +189,9 @@ void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimi
   }
   // On GPUs the fused optimizer's step always runs as step() after the reduction (see
   // register_fused_optim in the header), so any optimizer will do there.
-  if (devices_.front().is_cpu() && !optimizer->supports_sliced_step())
+  // Across ranks (a process_group) the step always runs as step() too (step_place), which is how
+  // ZeroRedundancyOptimizer (whose step is a collective) is registered.
+  if (devices_.front().is_cpu() && !options_.process_group && !optimizer->supports_sliced_step())
     throw ValueError(
         "DataParallel::register_fused_optim: the optimizer's step is not elementwise (it does not "
         "support sliced steps, Optimizer::supports_sliced_step()); call its step() after "
@@ -202,6 +214,13 @@ void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimi
   }
   fused_ = std::move(optimizer);
   fused_index_ = std::move(index);
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> DataParallel::gradient_buckets() const {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::size_t b = 0; b < reducers_.front()->num_buckets(); ++b)
+    out.push_back(reducers_.front()->bucket_range(b));
+  return out;
 }
 
 // ---- Module interface ------------------------------------------------------------------------

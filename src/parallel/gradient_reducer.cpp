@@ -27,6 +27,9 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
     throw DTypeError(
         "GradientReducer: bfloat16 gradient compression takes float32 gradients, got " +
         to_string(flat_.buffer.dtype()));
+  if (options_.scatter && options_.compression != dist::WireFormat::Native)
+    throw ValueError(
+        "GradientReducer: the reduce-scatter (ZeRO's) does not take bfloat16 compression");
   std::size_t n = flat_.params.size();
   // Flags (one per parameter, then the completion count) in front of the gradients, padded so
   // the gradients start on a 64-byte boundary.
@@ -139,6 +142,10 @@ void GradientReducer::start_ready_buckets() {
 }
 
 void GradientReducer::set_update(std::function<void(std::int64_t, std::int64_t)> update) {
+  if (update && options_.scatter)
+    throw ValueError(
+        "GradientReducer: a fused update reads every sum; the reduce-scatter (ZeRO's) "
+        "leaves each member only its chunk");
   update_ = std::move(update);
 }
 
@@ -202,7 +209,7 @@ void GradientReducer::read_flags() {
 }
 
 bool GradientReducer::flags_ride() const {
-  return !update_ && options_.compression == dist::WireFormat::Native;
+  return !update_ && options_.compression == dist::WireFormat::Native && !options_.scatter;
 }
 
 void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue) {
@@ -218,6 +225,7 @@ void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epi
   const bool flags = b + 1 == buckets_.size() && flags_ride();
   if (flags) write_flags();
   const std::int64_t lo = flags ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
+  if (options_.scatter) return start_scatter(bucket.lo, bucket.hi);
   if (!epilogue) {
     start(lo, hi, options_.compression);
     return;
@@ -250,10 +258,36 @@ void GradientReducer::start(std::int64_t lo, std::int64_t hi, dist::WireFormat w
     bytes_reduced_ += slice.numel() * dist::ProcessGroup::wire_bytes(slice.dtype(), wire);
 }
 
+void GradientReducer::start_scatter(std::int64_t lo, std::int64_t hi) {
+  const int n = group_->size();
+  const std::int64_t c = (hi - lo + n - 1) / n;
+  Pending p;
+  for (int j = 0; j < n; ++j) {
+    const std::int64_t a = std::min(hi, lo + j * c), e = std::min(hi, a + c);
+    Tensor in = narrow(grad_view_, 0, a, e - a);
+    if (j == group_->rank()) p.chunk = in;
+    if (e - a < c) {  // a short chunk travels padded with zeros
+      Tensor padded = zeros({c}, grad_view_.options());
+      narrow(padded, 0, 0, e - a).copy_(in);
+      in = padded;
+    }
+    p.inputs.push_back(in);
+  }
+  // The output is a buffer of its own: this member's input chunk stays intact until the wait.
+  p.slice = zeros({c}, grad_view_.options());
+  p.work = group_->reduce_scatter_async(p.slice, p.inputs, dist::ReduceOp::Sum);
+  pending_.push_back(std::move(p));
+  if (n > 1) bytes_reduced_ += (hi - lo) * static_cast<std::int64_t>(element_size(grad_.dtype()));
+}
+
 void GradientReducer::wait_pending() {
   std::exception_ptr first;
   for (Pending& p : pending_) try {
       p.work->wait();
+      if (p.chunk.defined()) {  // a reduce-scatter: the chunk into its place in the buffer
+        NoGradGuard no_grad;
+        p.chunk.copy_(narrow(p.slice, 0, 0, p.chunk.numel()));
+      }
     } catch (...) {
       if (!first) first = std::current_exception();
     }

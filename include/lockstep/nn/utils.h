@@ -26,4 +26,23 @@ namespace lockstep::nn::utils {
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
                        double norm_type = 2.0);
 
+// clip_grad_norm_ in parts, for gradients split across processes
+// (parallel::ZeroRedundancyOptimizer::clip_grad_norm_, whose ranks each hold pieces of every
+// gradient): a gradient's power sum adds over its pieces (maxes for p = inf), the norm follows
+// from the whole sum, and the clipping from every gradient's norm.
+
+/// Σ|g|^p over the elements of `g` in float64 (p = inf: max |g|, NaN if any is NaN; no
+/// elements: 0). DTypeError for an integer tensor.
+double grad_power_sum(const Tensor& g, double norm_type);
+/// The norm_type-norm from a power sum: s^(1/p) (p = 1 and inf: s; p = 2: √s).
+double norm_from_power_sum(double sum, double norm_type);
+/// clip_grad_norm_'s total norm and clipping from the per-parameter gradient norms `norms`
+/// (float64, unrounded; one per parameter with a gradient, none: returns 0 and changes
+/// nothing), multiplying each tensor of `grads` (the gradients, or this process's pieces of
+/// them) by the coefficient; `all_float`: every gradient is float32 (the norms and the
+/// coefficient are rounded to float32, as clip_grad_norm_ does). Returns the total norm.
+/// ValueError as clip_grad_norm_ for max_norm and norm_type.
+double clip_grads_with_norms_(const std::vector<Tensor>& grads, const std::vector<double>& norms,
+                              double max_norm, double norm_type, bool all_float);
+
 }  // namespace lockstep::nn::utils

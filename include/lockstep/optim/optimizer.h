@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "lockstep/core/tensor.h"
@@ -71,10 +72,18 @@ class Optimizer {
   /// Per-parameter state under `state.<index>.<name>` (index in parameter order, as PyTorch's
   /// optimizer state_dict) plus `param_groups.0.lr`; scalars are 0-d float64 tensors. Values are
   /// copies; the state of a cuda:k parameter (kept on that device) is copied to the host (cpu:0).
-  StateDict state_dict() const;
+  /// Virtual: parallel::ZeroRedundancyOptimizer gathers its ranks' shards into this format.
+  virtual StateDict state_dict() const;
   /// Restores state_dict() output. Throws StateDictError for an unknown key, a parameter index
   /// out of range or a shape mismatch; nothing is modified when it throws.
-  void load_state_dict(const StateDict& state);
+  virtual void load_state_dict(const StateDict& state);
+  /// Bytes of optimizer state this process holds (every state tensor's elements × element size;
+  /// 0 before the first step). What ZeRO divides by the number of ranks (measured in
+  /// tests/parallel/zero_test.cpp).
+  virtual std::int64_t state_bytes() const;
+  /// Names of the state tensors this optimizer keeps per parameter (SGD: momentum_buffer; Adam,
+  /// AdamW: step, exp_avg, exp_avg_sq), as they appear in state_dict() keys.
+  virtual std::vector<std::string> state_names() const = 0;
 
   /// The named state tensor of parameter `index` (undefined when not created yet). After a flat
   /// step on a GPU it is a view of the optimizer's flat state buffer; state that load_state_dict
@@ -175,8 +184,13 @@ class Optimizer {
   Tensor& state_or_zeros(std::size_t index, const std::string& name);
   bool has_state(std::size_t index, const std::string& name) const;
   void set_state(std::size_t index, const std::string& name, const Tensor& t);
-  /// Names of the state tensors this optimizer keeps per parameter (for load validation).
-  virtual std::vector<std::string> state_names() const = 0;
+  /// The parameter index and state name of a `state.<index>.<name>` key holding `value`, checked
+  /// as load_state_dict checks it (StateDictError naming the key otherwise).
+  std::pair<std::size_t, std::string> parse_state_key(const std::string& key,
+                                                      const Tensor& value) const;
+  /// The learning rate of a `param_groups.0.lr` value (StateDictError unless a non-negative
+  /// scalar).
+  static double parse_lr(const Tensor& value);
 
   std::vector<Tensor> params_;
   double lr_ = 0.0;

@@ -82,7 +82,8 @@ struct DataParallelOptions {
   bool deterministic = false;
   /// Samples per shard in deterministic mode.
   std::int64_t shard_size = 8;
-  /// Reducer bucket capacity in bytes and whether buckets reduce during backward.
+  /// Reducer bucket capacity in bytes and whether buckets reduce during backward (`scatter`:
+  /// with a process_group and one device only, ValueError otherwise; see distributed.h).
   ReducerOptions reducer{};
   /// Seed of the dropout masks, keyed by (seed, step, global sample index).
   std::uint64_t seed = 0;
@@ -196,12 +197,13 @@ class DataParallel : public nn::Module {
   /// The optimizer's lr is read at each step, so LR schedulers work unchanged, and its
   /// state_dict() / load_state_dict() are unaffected. `optimizer` must hold only wrapped
   /// parameters (the tensors of module()->parameters(), a subset is fine), each once, and on CPU
-  /// devices support sliced steps (Optimizer::supports_sliced_step(): SGD, Adam, AdamW);
-  /// ValueError otherwise. On CUDA devices the step always runs as optimizer->step() at the end of
-  /// forward_backward() on device_ids[0]: the master parameters are views of the flat buffer and
-  /// their .grad views of the reduced gradient buffer, so SGD, Adam and AdamW update them all in
-  /// one launch (Optimizer::last_cuda_step()). A second registration
-  /// replaces the first; nullptr unregisters.
+  /// devices support sliced steps (Optimizer::supports_sliced_step(): SGD, Adam, AdamW) unless
+  /// there is a process_group (DistributedDataParallel: the step always runs as step(), so any
+  /// optimizer, ZeroRedundancyOptimizer too); ValueError otherwise. On CUDA devices the step
+  /// always runs as optimizer->step() at the end of forward_backward() on device_ids[0]: the
+  /// master parameters are views of the flat buffer and their .grad views of the reduced gradient
+  /// buffer, so SGD, Adam and AdamW update them all in one launch (Optimizer::last_cuda_step()).
+  /// A second registration replaces the first; nullptr unregisters.
   void register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer);
   /// The registered fused optimizer (null when none).
   const std::shared_ptr<optim::Optimizer>& fused_optim() const { return fused_; }
@@ -223,6 +225,11 @@ class DataParallel : public nn::Module {
   const std::vector<Device>& device_ids() const { return devices_; }
   Device output_device() const { return output_device_; }
   const DataParallelOptions& options() const { return options_; }
+  /// The master parameters' flat buffer (the wrapped module's parameters are views of it) and
+  /// the gradient reducer's buckets as element ranges [lo, hi) of it, in reduction order: what
+  /// ZeroRedundancyOptimizer partitions (zero_layout, zero_redundancy_optimizer.h).
+  const FlatBuffer& flat_parameters() const { return master_; }
+  std::vector<std::pair<std::int64_t, std::int64_t>> gradient_buckets() const;
   /// The replica on device i (tests and benchmarks inspect them).
   std::shared_ptr<nn::Module> replica(std::size_t i) const;
   /// Parameter bytes copied to replicas (none for CPU devices, which read the master's memory)

@@ -109,7 +109,10 @@ struct DistributedDataParallelOptions {
   bool deterministic = false;
   /// Samples per shard in deterministic mode (the same on every rank).
   std::int64_t shard_size = 8;
-  /// Bucket capacity (DDP's bucket_cap_mb; default 25 MB) and overlap with backward.
+  /// Bucket capacity (DDP's bucket_cap_mb; default 25 MB) and overlap with backward; `scatter`
+  /// for ZeroRedundancyOptimizer (reduce-scatter instead of all-reduce: each rank's .grad then
+  /// holds the sums of its ZeRO shard only; one device per rank, ValueError otherwise; no effect
+  /// in deterministic mode, whose tree sum gives every rank the whole gradient).
   ReducerOptions reducer{};
   /// Seed of the dropout masks, keyed by (seed, step, row index in the global batch: the ranks'
   /// local batches concatenated in rank order), so they match one process on the global batch.

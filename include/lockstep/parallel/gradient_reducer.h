@@ -53,6 +53,19 @@ struct ReducerOptions {
   /// How gradient buckets travel: Native (float32 as they are) or BFloat16 (PyTorch's
   /// bf16_compress_hook, see above; float32 gradients only).
   dist::WireFormat compression = dist::WireFormat::Native;
+  /// ZeRO-1's reduction (ZeroRedundancyOptimizer, zero_redundancy_optimizer.h): each bucket of m
+  /// elements is reduce-scattered (ProcessGroup::reduce_scatter_async) instead of reduced: the
+  /// bucket is cut into size() chunks of ⌈m/size()⌉ elements (the last ones short or empty,
+  /// padded with zeros on the wire) and after finalize() member r's flat_grad() holds the sum
+  /// only in chunk r of every bucket — the elements of its ZeRO shard; elsewhere it holds
+  /// unspecified values (.grad too: a step must read only the shard, and
+  /// ZeroRedundancyOptimizer::clip_grad_norm_, not nn::utils::clip_grad_norm_, clips such
+  /// gradients). Each element's sum is the same rank-order fold as the all-reduce's, so the
+  /// shard's bits are the same, and a rank moves the same gradient bytes as a reduce but receives
+  /// 1/size() of the sums. The has-grad and completion flags are all-reduced in a collective of
+  /// their own (has_grad() valid on every member). ValueError with compression, or a root
+  /// (set_update) use.
+  bool scatter = false;
 };
 
 class GradientReducer {
@@ -130,6 +143,12 @@ class GradientReducer {
   /// propagates from finalize() after the collectives.
   void set_update(std::function<void(std::int64_t lo, std::int64_t hi)> update);
   std::size_t num_buckets() const { return buckets_.size(); }
+  /// Bucket b's element range [lo, hi) of the flat buffer (buckets tile it; bucket 0 holds the
+  /// last parameters). ZeroRedundancyOptimizer partitions by them. std::out_of_range for
+  /// b >= num_buckets().
+  std::pair<std::int64_t, std::int64_t> bucket_range(std::size_t b) const {
+    return {buckets_.at(b).lo, buckets_.at(b).hi};
+  }
   /// Bytes this rank contributed to reductions in the last step, as they travel (gradients at
   /// ProcessGroup::wire_bytes per element: 2 with BFloat16 compression; flags at their own
   /// element size; 0 in a group of one rank).
@@ -146,6 +165,10 @@ class GradientReducer {
   struct Pending {
     std::shared_ptr<dist::Work> work;
     Tensor slice;
+    // A reduce-scatter (options_.scatter): its inputs, and where in the buffer this member's
+    // chunk of `slice` (the output) goes once it has arrived (the chunk may be short).
+    std::vector<Tensor> inputs;
+    Tensor chunk;
   };
   void mark_ready(std::size_t param);
   void start_ready_buckets();
@@ -156,6 +179,8 @@ class GradientReducer {
   // Starts the reduction of elements [lo, hi) of grad_ in `wire` format (blocking under CUDA
   // graph capture); counts its bytes.
   void start(std::int64_t lo, std::int64_t hi, dist::WireFormat wire);
+  // Starts the reduce-scatter of bucket elements [lo, hi) of the flat buffer (options_.scatter).
+  void start_scatter(std::int64_t lo, std::int64_t hi);
   // Whether the flags ride in front of the last bucket (no update, no compression) rather than
   // in a collective of their own.
   bool flags_ride() const;

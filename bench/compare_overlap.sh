@@ -38,6 +38,7 @@ GPT_ITERS="${GPT_ITERS:-40}" WARM="${WARM:-10}" RATE="${RATE:-1gbit}" DELAY="${D
 CNN_CAP_MB="${CNN_CAP_MB:-0.01}" GPT_CAP_MB="${GPT_CAP_MB:-0.5}" MODELS="${MODELS:-cnn gpt}"
 CNN_BATCH=128 GPT_BATCH=12
 source "$ROOT/bench/openblas_env.sh"
+source "$ROOT/bench/cpu_other.sh"
 export OPENBLAS_NUM_THREADS=1
 [[ "${SKIP_BUILD:-0}" == 1 ]] || cmake --build "$BUILD" --target lockstep bench_allreduce >/dev/null
 CLI="$(realpath "$BUILD/lockstep")"
@@ -176,6 +177,7 @@ if [[ -x "$BUILD/bench/bench_allreduce" ]]; then
     grep -v '^\[' || echo "(bench_allreduce failed)"
 fi
 for r in $(seq "$ROUNDS"); do
+  other_cpu_start
   for m in $MODELS; do
     lockstep_compute "$m"
     # shellcheck disable=SC2086 # "OVERLAP COMPRESSION": two arguments
@@ -183,7 +185,7 @@ for r in $(seq "$ROUNDS"); do
     pytorch_dist "$m" none
     pytorch_dist "$m" bf16
   done
-  echo "== round $r of $ROUNDS done, load $(cut -d' ' -f1 /proc/loadavg)"
+  other_cpu_report "round $r of $ROUNDS, load $(cut -d' ' -f1 /proc/loadavg)"
 done
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$PYTHON" "$ROOT/bench/overlap_report.py" "$out" "$CNN_BATCH" "$GPT_BATCH"

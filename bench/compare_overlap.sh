@@ -25,6 +25,7 @@
 #   bench/compare_overlap.sh [BUILD_DIR]      (root: network namespaces; a benchmark, not a test)
 #   env: ROUNDS=3 CNN_SAMPLES=7680 CNN_EPOCHS=2 GPT_ITERS=40 WARM=10 RATE=1gbit DELAY=0.2ms
 #        CNN_CAP_MB=0.01 GPT_CAP_MB=0.5 MODELS="cnn gpt" SKIP_BUILD=0 TEXT=(made here)
+#        (RATE=none: links not shaped, to see what the shaping costs)
 #        PYTHON=/work/torch-venv/bin/python QUICK=1 (1 round, fewer steps: for iterating)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -77,7 +78,9 @@ TEXT="${TEXT:-$work/fortunes.txt}"
 
 # --- hosts and links
 mh_up 2
-if mh_has_netem; then
+if [[ $RATE == none ]]; then
+  shaping="not shaped (RATE=none: veth at memory speed)"
+elif mh_has_netem; then
   shaping="netem rate $RATE delay $DELAY"
   for h in host1 host2; do mh_shape "$h" rate "$RATE" delay "$DELAY"; done
 else
@@ -97,7 +100,7 @@ chmod +x "$work/mpirun" "$work/pin.sh"
 export MH_MPIRUN="$work/mpirun" MH_EXPORT="OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS"
 
 has_flags=0
-"$CLI" train --help | grep -q -- --comm-overlap && has_flags=1
+[[ "$("$CLI" train --help)" == *--comm-overlap* ]] && has_flags=1
 if [[ $has_flags == 1 ]]; then
   configs=("off none" "on none" "off bf16" "on bf16")
 else

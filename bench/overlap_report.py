@@ -8,7 +8,8 @@ Lockstep lines: RESULT side=lockstep model=M config=OVERLAP/COMPRESSION|compute 
 PyTorch lines: RESULT side=pytorch config=ddp/HOOK framework=... model=M ... samples_per_s=R or
 tokens_per_s=R. Per model: the median rate over the rounds (and its range), the step time it
 implies (global batch / rate; T_compute: local batch / rate), the ratio to PyTorch DDP without a
-hook, and per compression the fraction of communication hidden,
+hook, the buckets (PyTorch: DDP's count after its rebuild; Lockstep: GradientReducer's rule at the
+cap, computed by pytorch_ddp_overlap.py, since the CLI does not print it), and per compression the fraction of communication hidden,
     1 - (T_on - T_compute) / (T_off - T_compute).
 """
 import statistics
@@ -29,6 +30,8 @@ def main():
         runs.setdefault(key, []).append(float(rate))
         if "buckets" in f:
             runs.setdefault(key + ("buckets",), []).append(f["buckets"])
+        if "lockstep_buckets" in f:  # the CLI does not print its count: the rule's, at that cap
+            runs.setdefault((f["model"], "lockstep_buckets"), []).append(f["lockstep_buckets"])
     for model, batch in (("cnn", cnn_batch), ("gpt", gpt_batch)):
         keys = [k for k in runs if k[0] == model and len(k) == 3]
         if not keys:
@@ -48,6 +51,8 @@ def main():
             step_ms[(side, config)] = 1000.0 * n / rate
             ratio = f"{rate / ref:.2f}x" if ref and config != "compute" else "-"
             b = ",".join(sorted(set(runs.get(k + ("buckets",), ["-"]))))
+            if side == "lockstep" and config not in ("compute", "default/none"):
+                b = ",".join(sorted(set(runs.get((model, "lockstep_buckets"), ["?"])))) + " (rule)"
             print(f"| {side} | {config} | {rate:,.0f} | {min(runs[k]):,.0f}-{max(runs[k]):,.0f} | "
                   f"{step_ms[(side, config)]:.2f} | {ratio} | {b} |")
         tc = step_ms.get(("lockstep", "compute"))

@@ -71,6 +71,20 @@ def buckets(ddp):
         return "?"
 
 
+def lockstep_buckets(model, cap_mb):
+    """How many buckets `lockstep train --bucket-cap-mb cap_mb` makes of this model's gradients
+    (the same parameters in the same order): GradientReducer's rule (src/parallel/
+    gradient_reducer.cpp), parameters in reverse order, a bucket closed before the parameter
+    that would take it past the cap (a parameter larger than the cap is a bucket alone)."""
+    cap, count, size = cap_mb * 2**20, 0, None
+    for p in reversed([p for p in model.parameters()]):  # tied weights are listed once
+        b = p.numel() * p.element_size()
+        if size is None or size + b > cap:
+            count, size = count + 1, 0
+        size += b
+    return count
+
+
 def run_cnn(a, rank, world):
     x_all = read_idx(a.images).unsqueeze(1).float().div_(255.0)
     y_all = read_idx(a.labels).long()
@@ -95,7 +109,7 @@ def run_cnn(a, rank, world):
     sps = steps * a.batch / seconds
     return (f"model=cnn batch={a.batch} local_batch={hi - lo} steps_per_epoch={steps} "
             f"epochs={a.epochs} step_ms={1000 * seconds / steps:.3f} samples_per_s={sps:.1f} "
-            f"buckets={buckets(ddp)}")
+            f"buckets={buckets(ddp)} lockstep_buckets={lockstep_buckets(ddp.module, a.bucket_cap_mb)}")
 
 
 def run_gpt(a, rank, world):
@@ -135,7 +149,8 @@ def run_gpt(a, rank, world):
     seconds = slowest(time.perf_counter() - t0)
     return (f"model=gpt batch={a.batch} local_batch={local} iters={a.iters} "
             f"step_ms={1000 * seconds / a.iters:.3f} "
-            f"tokens_per_s={a.batch * block * a.iters / seconds:.1f} buckets={buckets(ddp)}")
+            f"tokens_per_s={a.batch * block * a.iters / seconds:.1f} buckets={buckets(ddp)} "
+            f"lockstep_buckets={lockstep_buckets(model, a.bucket_cap_mb)}")
 
 
 def hook(ddp, name):

@@ -7,7 +7,9 @@
 //   exit   rank 1 exits with status 3 (no MPI_Finalize)
 //   throw  rank 1 throws a DataError nobody catches (std::terminate, SIGABRT)
 //   kill   rank 1 kills itself (SIGKILL)
-// In the last three, mpirun must end the job long before TIMEOUT_SECONDS.
+// In the last three, mpirun must end the job long before TIMEOUT_SECONDS. MODE with "_async"
+// appended (stop_async, notify_async): the survivors start the collective with all_reduce_async
+// and the failure must come out of its wait().
 // Every rank writes its pid to $MPI_FAULT_PID_DIR/pid.RANK (when set), so the script can clean
 // up a rank that is still stopped. Survivors print one line per event, prefixed "rank R:", and
 // exit with status 4 (the CLI's status for a distributed failure).
@@ -35,10 +37,12 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: mpi_fault stop|exit|throw|kill|notify TIMEOUT_SECONDS\n");
+    std::fprintf(stderr, "usage: mpi_fault stop|exit|throw|kill|notify[_async] TIMEOUT_SECONDS\n");
     return 2;
   }
-  const std::string mode = argv[1];
+  std::string mode = argv[1];
+  const bool async = mode.size() > 6 && mode.ends_with("_async");
+  if (async) mode.resize(mode.size() - 6);
   const double timeout = std::atof(argv[2]);
   // Start-up (all ranks in, pids written) with a long timeout, then the short one under test.
   auto g = dist::init_mpi({.timeout_seconds = 60});
@@ -64,7 +68,10 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   Tensor x = full({1000}, 1.0);
   try {
-    g->all_reduce(x);
+    if (async)
+      g->all_reduce_async(x)->wait();
+    else
+      g->all_reduce(x);
     std::printf("rank %d: all_reduce returned (no failure seen)\n", rank);
     dist::finalize_mpi();
     return 0;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm_queue.h"
 #include "lockstep/dist/mpi.h"
 
 namespace lockstep::dist::mpi_detail {
@@ -46,7 +47,7 @@ struct CallInfo {
   std::int64_t op = -1;    // ReduceOp, -1 when the collective has none
   std::int64_t root = -1;  // broadcast root, -1 otherwise
   std::int64_t error = 0;  // ArgErrorType of this rank's own argument checks
-  std::int64_t reserved = 0;
+  std::int64_t wire = 0;   // WireFormat (all_reduce)
 };
 
 class MpiGroup final : public ProcessGroup {
@@ -60,6 +61,15 @@ class MpiGroup final : public ProcessGroup {
   std::string backend() const override { return "mpi"; }
 
   void all_reduce(Tensor& tensor, ReduceOp op) override;
+  // Started collectives run on the group's communication thread (queue_), which progresses their
+  // MPI requests; BFloat16 all_reduce / reduce move two-byte elements (all_reduce_wire).
+  std::shared_ptr<Work> all_reduce_async(Tensor& tensor, ReduceOp op, WireFormat wire) override;
+  std::shared_ptr<Work> reduce_async(Tensor& tensor, int dst, ReduceOp op,
+                                     WireFormat wire) override;
+  std::shared_ptr<Work> all_gather_async(std::vector<Tensor>& outputs,
+                                         const Tensor& input) override;
+  std::shared_ptr<Work> reduce_scatter_async(Tensor& output, const std::vector<Tensor>& inputs,
+                                             ReduceOp op) override;
   void broadcast(Tensor& tensor, int root) override;
   void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override;
@@ -73,7 +83,8 @@ class MpiGroup final : public ProcessGroup {
   // at most `wait_seconds`. Never throws.
   void notify_failure(int status, const std::string& message, double wait_seconds) noexcept;
   std::vector<int> unresponsive_ranks();
-  // Cancels the roll-call receive and frees the communicators. Returns false (and frees
+  // Waits for the started collectives and ends the communication thread, then cancels the
+  // roll-call receive and frees the communicators. Returns false (and frees
   // nothing) when a collective failed: MPI requests are still pending then, and MPI_Finalize
   // would wait for the failed rank.
   bool shutdown();
@@ -81,7 +92,8 @@ class MpiGroup final : public ProcessGroup {
  private:
   using Clock = std::chrono::steady_clock;
 
-  // One collective in progress: holds the group's lock, names the collective in errors, sets
+  // One collective in progress: waits for the started collectives first (unless it is one, on
+  // the communication thread), holds the group's lock, names the collective in errors, sets
   // the deadline, refuses to start on a failed or finalised group. `pin` keeps the tensors MPI
   // may still write to alive if the collective fails.
   class Call {
@@ -95,11 +107,17 @@ class MpiGroup final : public ProcessGroup {
     std::unique_lock<std::mutex> lock_;
   };
 
+  // all_reduce with its elements on the wire as `wire` says: Native moves the dtype's elements;
+  // BFloat16 (float32 only) moves each rank's values rounded to bfloat16 (uint16), the owner of
+  // a slice widens the ranks' copies to float32, folds them in rank order and rounds once, and
+  // the rounded slices travel back as bfloat16: the bits of the base class's emulation.
+  void all_reduce_wire(Tensor& tensor, ReduceOp op, WireFormat wire);
   // Exchanges `info` (with check_arguments) and throws on every rank when the ranks disagree or
   // any rank's own argument check failed; without the check (or on one rank) throws `local` here.
   void agree(CallInfo info, const ArgError& local);
   // Polls `request` until it completes, the deadline passes (TimeoutError) or a peer calls the
-  // roll (TimeoutError). `mpi_call` names the MPI function in errors.
+  // roll (TimeoutError). `mpi_call` names the MPI function in errors. On the communication
+  // thread it sleeps between polls sooner, with the group's lock released (notify_failure).
   void wait(MPI_Request& request, const char* mpi_call);
   // Throws DistError for a failed MPI call (rc != MPI_SUCCESS) and marks the group failed.
   void check(int rc, const char* mpi_call);
@@ -152,7 +170,7 @@ class MpiGroup final : public ProcessGroup {
   // reads them until the call completes, so they are members.
   std::vector<int> counts_, displs_, scounts_, rcounts_, rdispls_;
   std::vector<const void*> blocks_;  // the copies fold() combines, in rank order
-  std::vector<std::byte> scratch_[2];
+  std::vector<std::byte> scratch_[3];
 
   // Roll call state (communicator roll_): a receive from any peer is always posted.
   MPI_Request ping_request_ = MPI_REQUEST_NULL;
@@ -174,6 +192,8 @@ class MpiGroup final : public ProcessGroup {
   std::string notice_message_;
   std::vector<std::int64_t> acks_;
   void post_notice_receive();
+
+  detail::CommQueue queue_;  // the communication thread (the group is never destroyed)
 };
 
 // MPI_Error_string of `rc`.

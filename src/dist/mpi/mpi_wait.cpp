@@ -22,7 +22,8 @@ constexpr int kPongTag = 2;
 constexpr int kFailTag = 3;
 constexpr int kFailAckTag = 4;
 // Polls spent spinning before the waiting rank starts to yield its core (4 ranks on 2 cores
-// must not starve each other), and how long it yields before sleeping 50 us between polls.
+// must not starve each other), and how long it yields before sleeping 50 us between polls (the
+// communication thread sleeps right after the spin).
 constexpr int kSpinPolls = 100;
 constexpr auto kYieldPhase = std::chrono::milliseconds(5);
 constexpr double kRollCallSeconds = 1.5;
@@ -95,7 +96,18 @@ std::string error_string(int rc) {
   return std::string(buf, static_cast<std::size_t>(len));
 }
 
-MpiGroup::Call::Call(MpiGroup& g, Kind kind) : g_(g), lock_(g.mu_) {
+namespace {
+
+// The started collectives first (a no-op on the communication thread, which runs them), then the
+// group's lock.
+std::mutex& after_started(detail::CommQueue& queue, std::mutex& mu) {
+  queue.drain();
+  return mu;
+}
+
+}  // namespace
+
+MpiGroup::Call::Call(MpiGroup& g, Kind kind) : g_(g), lock_(after_started(g.queue_, g.mu_)) {
   g.current_ = kind_name(kind);
   if (g.finalized_) throw DistError(g.where() + ": MPI was finalised (finalize_mpi)");
   if (!g.failure_.empty())
@@ -181,6 +193,10 @@ void MpiGroup::fail_notified_by_peer() {
 
 void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
   const auto start = Clock::now();
+  // The communication thread shares the cores with the computation it overlaps: no yield phase
+  // (a yielding thread still takes its turns on a busy core), and the lock is free while it
+  // sleeps, so that notify_failure from the main thread is not kept waiting for a collective.
+  const bool comm = queue_.on_comm_thread();
   for (int polls = 0;; ++polls) {
     int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), mpi_call);
@@ -191,10 +207,14 @@ void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
     if (called_by_ >= 0) fail_called_by_peer();
     const auto now = Clock::now();
     if (now >= deadline_) fail_timeout();
-    if (now - start < kYieldPhase) {
+    timespec pause{0, 50'000};
+    if (comm) {
+      mu_.unlock();  // held by this collective's Call, which unlocks it again at its end
+      nanosleep(&pause, nullptr);
+      mu_.lock();
+    } else if (now - start < kYieldPhase) {
       sched_yield();
     } else {
-      timespec pause{0, 50'000};
       nanosleep(&pause, nullptr);
     }
   }
@@ -250,6 +270,12 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
   if (!d.empty()) throw DistError(where() + ": " + d);
   d = differing([](const CallInfo& c) { return c.root; },
                 [](const CallInfo& c) { return "passed root " + std::to_string(c.root); });
+  if (!d.empty()) throw DistError(where() + ": " + d);
+  d = differing([](const CallInfo& c) { return c.wire; }, [](const CallInfo& c) {
+    return std::string("asked for the ") +
+           (c.wire == static_cast<std::int64_t>(WireFormat::BFloat16) ? "bfloat16" : "native") +
+           " wire format";
+  });
   if (!d.empty()) throw DistError(where() + ": " + d);
 }
 
@@ -407,6 +433,7 @@ std::vector<int> MpiGroup::roll_call(double window_s) {
 }
 
 bool MpiGroup::shutdown() {
+  queue_.stop();
   std::lock_guard<std::mutex> lock(mu_);
   if (finalized_) return true;
   if (!failure_.empty()) return false;

@@ -2,7 +2,11 @@
 // collective is a rendezvous: every rank publishes its buffer, then each rank reduces its own
 // slice of the elements across all ranks (in rank order) and writes the result into every rank's
 // buffer (reduce: into the destination rank's only); no element is touched by two ranks, so no
-// locking is needed beyond the two barriers.
+// locking is needed beyond the two barriers. Started (asynchronous) collectives run this same code
+// on the member's communication thread (dist/comm_queue.h); every blocking collective first waits
+// for them (drain), so the member's collectives meet their peers in the order they were called.
+// The bfloat16 wire format is the base class's emulation (round, float32 all_reduce, round): in
+// shared memory there is nothing to halve.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -11,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "dist/comm_queue.h"
 #include "dist/reduce_op.h"
 #include "lockstep/dist/mpi.h"
 #include "lockstep/dist/nccl.h"
@@ -102,20 +107,41 @@ class ThreadGroup : public ProcessGroup {
   int size() const override { return s_->size; }
   std::string backend() const override { return "threads"; }
 
-  void all_reduce(Tensor& t, ReduceOp op) override { reduce_into(t, op, -1, "all_reduce"); }
+  void all_reduce(Tensor& t, ReduceOp op) override {
+    queue_.drain();
+    reduce_into(t, op, -1, "all_reduce");
+  }
 
   // Like all_reduce, but each rank writes its slice of the result into dst's buffer only.
   void reduce(Tensor& t, int dst, ReduceOp op) override {
+    queue_.drain();
     check_root("reduce", dst);
     reduce_into(t, op, dst, "reduce");
   }
   // reduce() whose ranks each pass their slice of the result to `epilogue`, block by block.
   void reduce(Tensor& t, int dst, ReduceOp op, const Epilogue& epilogue) override {
+    queue_.drain();
     check_root("reduce", dst);
     reduce_into(t, op, dst, "reduce", epilogue ? &epilogue : nullptr);
   }
 
+  std::shared_ptr<Work> all_reduce_async(Tensor& t, ReduceOp op, WireFormat wire) override {
+    return detail::queue_all_reduce(queue_, *this, t, op, wire);
+  }
+  std::shared_ptr<Work> reduce_async(Tensor& t, int dst, ReduceOp op, WireFormat wire) override {
+    return detail::queue_reduce(queue_, *this, t, dst, op, wire);
+  }
+  std::shared_ptr<Work> all_gather_async(std::vector<Tensor>& outputs,
+                                         const Tensor& input) override {
+    return detail::queue_all_gather(queue_, *this, outputs, input);
+  }
+  std::shared_ptr<Work> reduce_scatter_async(Tensor& output, const std::vector<Tensor>& inputs,
+                                             ReduceOp op) override {
+    return detail::queue_reduce_scatter(queue_, *this, output, inputs, op);
+  }
+
   void broadcast(Tensor& t, int root) override {
+    queue_.drain();
     check_root("broadcast", root);
     publish(t.raw_data(), t.numel(), t.dtype());
     check_matching("broadcast");
@@ -126,6 +152,7 @@ class ThreadGroup : public ProcessGroup {
   }
 
   void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    queue_.drain();
     if (static_cast<int>(outputs.size()) != size())
       throw ValueError("all_gather: expected " + std::to_string(size()) + " outputs, got " +
                        std::to_string(outputs.size()));
@@ -142,6 +169,7 @@ class ThreadGroup : public ProcessGroup {
   }
 
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
+    queue_.drain();
     if (static_cast<int>(inputs.size()) != size())
       throw ValueError("reduce_scatter: expected " + std::to_string(size()) + " inputs, got " +
                        std::to_string(inputs.size()));
@@ -169,7 +197,10 @@ class ThreadGroup : public ProcessGroup {
     s_->arrive_and_wait();
   }
 
-  void barrier() override { s_->arrive_and_wait(); }
+  void barrier() override {
+    queue_.drain();
+    s_->arrive_and_wait();
+  }
   void abort(const std::string& reason) override { s_->abort(reason); }
   void clear_abort() override { s_->clear_abort(); }
 
@@ -294,6 +325,7 @@ class ThreadGroup : public ProcessGroup {
 
   std::shared_ptr<Shared> s_;
   int rank_;
+  detail::CommQueue queue_;  // last: destroyed (drained, joined) first
 };
 
 }  // namespace

@@ -122,6 +122,29 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                    "losses); validation, `lockstep eval` and saved weights stay fp32" +
                        dflt("fp32"))
       ->check(one_of({"fp32", "bf16"}));
+  train
+      ->add_option_function<std::string>(
+          "--comm-overlap", [&c](const std::string& v) { c.comm_overlap = v == "on"; },
+          "on: each gradient bucket's reduction starts during backward, as soon as the bucket "
+          "is ready, and is waited for just before the optimizer step (PyTorch DDP's overlap); "
+          "off: every bucket is reduced after backward. The same bits either way" +
+              dflt("on"))
+      ->check(one_of({"on", "off"}))
+      ->type_name("on|off");
+  train
+      ->add_option("--bucket-cap-mb", c.bucket_cap_mb,
+                   "Gradient bucket capacity in MB (2^20 bytes; DDP's bucket_cap_mb): gradients "
+                   "are reduced in buckets of at most this size, in reverse parameter order" +
+                       dflt("25"))
+      ->check(bucket_megabytes());
+  train
+      ->add_option("--grad-compression", c.grad_compression,
+                   "Gradient compression: none, or bf16 = PyTorch's bf16_compress_hook (each "
+                   "gradient bucket is rounded to bfloat16 for the reduction, summed in float32, "
+                   "rounded, widened back: half the bytes on the wire); refused with "
+                   "--deterministic" +
+                       dflt("none"))
+      ->check(one_of({"none", "bf16"}));
   train->add_flag(
       "--cuda-graphs", c.cuda_graphs,
       "Capture the whole training step (forward, backward, gradient reduction, optimizer "

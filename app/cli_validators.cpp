@@ -85,6 +85,15 @@ CLI::Validator finite_number(bool positive) {
       positive ? "a finite number > 0" : "a finite number >= 0", positive ? "FLOAT>0" : "FLOAT>=0");
 }
 
+CLI::Validator bucket_megabytes() {
+  return text_check(
+      [](const std::string& t) {
+        double v = 0.0;
+        return parse_all(t, v) && std::isfinite(v) && v > 0.0 && v <= 1048576.0;
+      },
+      "a number of megabytes > 0 and <= 1048576", "MB>0");
+}
+
 CLI::Validator fraction() {
   return text_check(
       [](const std::string& t) {

@@ -30,6 +30,9 @@ CLI::Validator unsigned_integer();
 /// A finite number >= 0 (or > 0 with `positive`).
 CLI::Validator finite_number(bool positive);
 
+/// --bucket-cap-mb: a finite number > 0 and at most 1048576 (1 TiB of buckets).
+CLI::Validator bucket_megabytes();
+
 /// A number in [0, 1).
 CLI::Validator fraction();
 

@@ -104,6 +104,16 @@ struct TrainOptions {
   /// (lockstep/ops/autocast.h: bf16 Linear layers, fp32 master weights and optimizer state) on
   /// every device, replica and rank; validation stays fp32.
   std::string precision = "fp32";
+  /// --comm-overlap on|off: start each gradient bucket's reduction during backward, as soon as
+  /// the bucket is ready (on), or every bucket's after backward (off); bit-identical results
+  /// (parallel::ReducerOptions::overlap).
+  bool comm_overlap = true;
+  /// --bucket-cap-mb: gradient bucket capacity in MB of 2^20 bytes (DDP's bucket_cap_mb;
+  /// parallel::ReducerOptions::bucket_cap_bytes = max(1, int(MB * 2^20))).
+  double bucket_cap_mb = 25.0;
+  /// --grad-compression none | bf16: bf16 reduces every gradient bucket in bfloat16 (PyTorch's
+  /// bf16_compress_hook; parallel::ReducerOptions::compression); refused with --deterministic.
+  std::string grad_compression = "none";
   /// Capture each training step into a CUDA graph once the batch shape is static and replay it
   /// (parallel::CUDAGraphStep); one GPU only (refused otherwise, exit 2).
   bool cuda_graphs = false;

@@ -59,6 +59,9 @@ std::string rank_setup(const TrainOptions& o, const std::string& fingerprint, co
          "\n--resume=" + (o.resume ? "on" : "off") +
          "\n--checkpoint-dir=" + (o.checkpoint_dir.empty() ? "(not given)" : o.checkpoint_dir) +
          "\n--init=" + (o.init.empty() ? "(not given)" : o.init) +
+         // The reducers' collectives (bucket sizes, wire format) must match on every rank.
+         "\n--bucket-cap-mb=" + exact_string(o.bucket_cap_mb) +
+         "\n--grad-compression=" + o.grad_compression +
          "\nthe training data's shape=" + train.shape().str() +
          "\nthe validation data's shape=" + (val.defined() ? val.shape().str() : "none") +
          "\nthe data's classes=" + std::to_string(classes) + "\n";

@@ -33,6 +33,10 @@ void check_combinations(const TrainOptions& o) {
         "parameters to start from)");
   if (o.resume && o.checkpoint_dir.empty())
     throw ValueError("--resume needs --checkpoint-dir DIR (where the checkpoints are)");
+  if (o.grad_compression != "none" && o.deterministic)
+    throw ValueError("--grad-compression " + o.grad_compression +
+                     " cannot be used with --deterministic (its results are bit-identical to "
+                     "one device's; compressed gradients are not)");
   if (o.cuda_graphs) {
     // What a captured step does not cover (docs/cuda.md, "Not in this slice").
     std::string flag;
@@ -44,6 +48,9 @@ void check_combinations(const TrainOptions& o) {
       flag = "--precision " + o.precision + " (fp32 only)";
     else if (o.deterministic)
       flag = "--deterministic (its fixed-order shard sums are not captured)";
+    else if (o.grad_compression != "none")
+      flag =
+          "--grad-compression " + o.grad_compression + " (compressed reductions are not captured)";
     else if (o.model.dropout > 0)
       flag = "--dropout (a captured mask would be repeated by every replay)";
     if (!flag.empty()) throw ValueError("--cuda-graphs cannot be used with " + flag);

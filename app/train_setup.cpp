@@ -1,5 +1,6 @@
 // `lockstep train`: a run's setup (see trainer.h): flag defaults, devices, data, model,
 // (Distributed)DataParallel, optimizer, scheduler, loader and output.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,15 +133,24 @@ void Trainer::setup() {
     check_shards_per_rank(o_, data_.train_x.size(0), dist_.world,
                           parallel::DataParallelOptions{}.shard_size);
 
+  // --comm-overlap, --bucket-cap-mb, --grad-compression (PyTorch's int(bucket_cap_mb * 2^20)).
+  parallel::ReducerOptions reducer;
+  reducer.overlap = o_.comm_overlap;
+  reducer.bucket_cap_bytes =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(o_.bucket_cap_mb * 1024.0 * 1024.0));
+  reducer.compression =
+      o_.grad_compression == "bf16" ? dist::WireFormat::BFloat16 : dist::WireFormat::Native;
   if (dist_.group) {
     parallel::DistributedDataParallelOptions ddp_options;
     ddp_options.device_ids = r_.devices;
     ddp_options.deterministic = o_.deterministic;
+    ddp_options.reducer = reducer;
     ddp_options.seed = o_.data.seed;
     dp_ = std::make_unique<parallel::DistributedDataParallel>(model_, dist_.group, ddp_options);
   } else {
     parallel::DataParallelOptions dp_options;
     dp_options.deterministic = o_.deterministic;
+    dp_options.reducer = reducer;
     dp_options.seed = o_.data.seed;
     dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
   }

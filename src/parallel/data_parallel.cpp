@@ -72,6 +72,11 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
       throw ValueError("DataParallel: device " + d.str() + " is listed twice");
   }
   if (options_.shard_size < 1) throw ValueError("DataParallel: shard_size must be at least 1");
+  if (options_.deterministic && options_.reducer.compression != dist::WireFormat::Native)
+    throw ValueError(
+        "DataParallel: reducer.compression = bfloat16 (gradient compression) is refused in "
+        "deterministic mode, whose results are bit-identical to one device's; leave one of them "
+        "off");
   output_device_ = output_device.value_or(devices_.front());
   check_device_available(output_device_);
   std::size_t n = devices_.size();
@@ -108,6 +113,10 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   // The master's .grad tensors are views of replica 0's reduced gradient buffer: the reducer
   // path then needs no copy into them.
   master_grad_ = reducers_.front()->flat_grad();
+  // A replica that fails under a module that runs collectives aborts its group instead of
+  // abandoning its reducer (data_parallel_reducer.cpp): the reductions it started are waited for
+  // there, before the abort is cleared.
+  replicas_->set_on_abort([this](std::size_t k) { reducers_[k]->discard(); });
   train(module_->is_training());
 }
 

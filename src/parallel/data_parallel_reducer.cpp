@@ -158,7 +158,8 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     // so the others finish their step instead of waiting for it; then its error is rethrown. It
     // counts as not completed, so no reducer applies the fused optimizer's update. Under a
     // module that runs collectives the others may be waiting in one of the module's instead: the
-    // failing replica aborts the group (ReplicaSet::run) and every replica throws.
+    // failing replica aborts the group (ReplicaSet::run) and every replica throws; the failing
+    // one's started reductions are waited for after the abort (ReplicaSet::set_on_abort).
     struct AbandonOnError {
       GradientReducer& r;
       bool abandons;

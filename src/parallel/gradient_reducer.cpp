@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <vector>
 
@@ -22,6 +23,10 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
   if (root_ >= group_->size())
     throw ValueError("GradientReducer: root " + std::to_string(root_) + " out of range for " +
                      std::to_string(group_->size()) + " ranks");
+  if (options_.compression == dist::WireFormat::BFloat16 && flat_.buffer.dtype() != DType::Float32)
+    throw DTypeError(
+        "GradientReducer: bfloat16 gradient compression takes float32 gradients, got " +
+        to_string(flat_.buffer.dtype()));
   std::size_t n = flat_.params.size();
   // Flags (one per parameter, then the completion count) in front of the gradients, padded so
   // the gradients start on a 64-byte boundary.
@@ -61,6 +66,7 @@ GradientReducer::GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::P
 }
 
 GradientReducer::~GradientReducer() {
+  discard();
   std::size_t h = 0;
   for (std::size_t k = 0; k < flat_.params.size(); ++k)
     if (bucket_of_[k] >= 0) {
@@ -76,6 +82,7 @@ void GradientReducer::renew_buffer() {
 }
 
 void GradientReducer::prepare() {
+  discard();  // what a failed step left behind
   NoGradGuard no_grad;
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
     Tensor p = flat_.params[k];
@@ -120,10 +127,10 @@ void GradientReducer::mark_ready(std::size_t k) {
   if (has_grad_[k]) return;  // a repeated backward: AccumulateGrad added into the slice
   has_grad_[k] = 1;
   --buckets_[static_cast<std::size_t>(bucket_of_[k])].pending;
-  if (options_.overlap) reduce_ready_buckets();
+  if (options_.overlap) start_ready_buckets();
 }
 
-void GradientReducer::reduce_ready_buckets() {
+void GradientReducer::start_ready_buckets() {
   // The last bucket waits for finalize() / abandon(): its reduction also says whether every rank
   // completed its backward.
   while (next_bucket_ + 1 < buckets_.size() && buckets_[next_bucket_].pending == 0)
@@ -193,6 +200,10 @@ void GradientReducer::read_flags() {
   });
 }
 
+bool GradientReducer::flags_ride() const {
+  return !update_ && options_.compression == dist::WireFormat::Native;
+}
+
 void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue) {
   NoGradGuard no_grad;
   const Bucket& bucket = buckets_[b];
@@ -202,20 +213,59 @@ void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epi
       flat_.view_of(grad_view_, k).zero_();
       written_[k] = 1;
     }
-  // Without an update the last bucket also carries the flags, which sit just in front of it.
-  const bool flags = b + 1 == buckets_.size() && !update_;
+  // The last bucket may carry the flags, which sit just in front of it (flags_ride()).
+  const bool flags = b + 1 == buckets_.size() && flags_ride();
   if (flags) write_flags();
   const std::int64_t lo = flags ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
+  if (!epilogue) {
+    start(lo, hi, options_.compression);
+    return;
+  }
+  // The fused update's last bucket (reduce_rest_with_update): blocking, the update its epilogue.
   Tensor slice = narrow(grad_, 0, lo, hi - lo);
-  if (root_ < 0)
-    group_->all_reduce(slice, dist::ReduceOp::Sum);
-  else if (epilogue)
-    group_->reduce(slice, root_, dist::ReduceOp::Sum, *epilogue);
-  else
-    group_->reduce(slice, root_, dist::ReduceOp::Sum);
-  if (group_->size() > 1)  // a group of one moves nothing
+  group_->reduce(slice, root_, dist::ReduceOp::Sum, *epilogue);
+  if (group_->size() > 1)
     bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
-  if (flags) read_flags();
+}
+
+void GradientReducer::start(std::int64_t lo, std::int64_t hi, dist::WireFormat wire) {
+  Tensor slice = narrow(grad_, 0, lo, hi - lo);
+  if (!grad_.device().is_cpu() && cuda::is_current_stream_capturing(grad_.device().index)) {
+    // Captured into a CUDA graph: the blocking call, so that nothing started is left pending
+    // across the capture (the graph holds what it enqueued on this stream).
+    if (wire != dist::WireFormat::Native)
+      throw ValueError(
+          "GradientReducer: bfloat16 gradient compression is not captured into CUDA graphs");
+    if (root_ < 0)
+      group_->all_reduce(slice, dist::ReduceOp::Sum);
+    else
+      group_->reduce(slice, root_, dist::ReduceOp::Sum);
+  } else {
+    pending_.push_back({root_ < 0 ? group_->all_reduce_async(slice, dist::ReduceOp::Sum, wire)
+                                  : group_->reduce_async(slice, root_, dist::ReduceOp::Sum, wire),
+                        slice});
+  }
+  if (group_->size() > 1)  // a group of one moves nothing
+    bytes_reduced_ += slice.numel() * dist::ProcessGroup::wire_bytes(slice.dtype(), wire);
+}
+
+void GradientReducer::wait_pending() {
+  std::exception_ptr first;
+  for (Pending& p : pending_) try {
+      p.work->wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  pending_.clear();
+  if (first) std::rethrow_exception(first);
+}
+
+void GradientReducer::discard() {
+  if (pending_.empty()) return;
+  try {
+    wait_pending();
+  } catch (...) {
+  }
 }
 
 void GradientReducer::abandon() {
@@ -231,40 +281,68 @@ void GradientReducer::finalize() {
 void GradientReducer::reduce_rest() {
   NoGradGuard no_grad;
   active_ = false;
-  if (!update_ || buckets_.empty()) {
-    while (next_bucket_ < buckets_.size()) reduce_bucket(next_bucket_++);
-  } else {
-    // The buckets before the last; the flags on their own, all-reduced, so every rank knows
-    // which parameters have a gradient and whether every rank completed; if all did, the update
-    // of this rank's part of those buckets, then the last bucket's reduction with the update of
-    // each block this rank sums as its epilogue.
-    const std::size_t last = buckets_.size() - 1;
-    while (next_bucket_ < last) reduce_bucket(next_bucket_++);
-    write_flags();
-    Tensor flags = narrow(grad_, 0, 0, static_cast<std::int64_t>(flat_.params.size()) + 1);
-    group_->all_reduce(flags, dist::ReduceOp::Sum);
-    if (group_->size() > 1)
-      bytes_reduced_ += flags.numel() * static_cast<std::int64_t>(element_size(flags.dtype()));
-    read_flags();
-    const bool all = completed_ranks_ == group_->size();
-    if (all)
-      for (std::size_t b = 0; b < last; ++b) {
-        // The part of the bucket whose sums this rank made (the backend says which: in the threads
-        // backend its slice, still in this core's cache), as the last bucket's epilogue splits it.
-        const auto [a, e] =
-            group_->epilogue_range(buckets_[b].hi - buckets_[b].lo, std::max(root_, 0));
-        if (a < e) update_(buckets_[b].lo + a, buckets_[b].lo + e);
+  try {
+    if (update_ && !buckets_.empty()) {
+      reduce_rest_with_update();
+    } else if (!buckets_.empty()) {
+      // Every bucket not started yet, then (with compression) the flags natively on their own;
+      // all of them waited for before the flags are read.
+      while (next_bucket_ < buckets_.size()) reduce_bucket(next_bucket_++);
+      if (!flags_ride()) {
+        write_flags();
+        start(0, static_cast<std::int64_t>(flat_.params.size()) + 1, dist::WireFormat::Native);
       }
-    const std::int64_t base = buckets_[last].lo;
-    const dist::ProcessGroup::Epilogue epilogue = [&](std::int64_t lo, std::int64_t hi) {
-      update_(base + lo, base + hi);
-    };
-    reduce_bucket(next_bucket_++, all ? &epilogue : nullptr);
+      wait_pending();
+      read_flags();
+    }
+  } catch (...) {
+    discard();  // no started reduction outlives the call
+    throw;
   }
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
     Tensor p = flat_.params[k];
     p.set_grad(has_grad_[k] ? flat_.view_of(grad_view_, k) : Tensor());
     autograd::set_grad_destination(p, Tensor());
+  }
+}
+
+void GradientReducer::reduce_rest_with_update() {
+  // The buckets before the last, waited for; the flags on their own, all-reduced, so every rank
+  // knows which parameters have a gradient and whether every rank completed (a collective every
+  // rank enters after its waits: past it, the root's sums of those buckets are final); if all
+  // did, the update of this rank's part of those buckets, then the last bucket's reduction with
+  // the update of each block this rank sums as its epilogue. With compression the last bucket is
+  // one of "those buckets" too: the wire format rounds the sums after the reduction, which an
+  // epilogue inside it would not see.
+  const bool epilogue_bucket = options_.compression == dist::WireFormat::Native;
+  const std::size_t last = buckets_.size() - (epilogue_bucket ? 1 : 0);
+  while (next_bucket_ < last) reduce_bucket(next_bucket_++);
+  wait_pending();
+  write_flags();
+  Tensor flags = narrow(grad_, 0, 0, static_cast<std::int64_t>(flat_.params.size()) + 1);
+  group_->all_reduce(flags, dist::ReduceOp::Sum);
+  if (group_->size() > 1)
+    bytes_reduced_ += flags.numel() * static_cast<std::int64_t>(element_size(flags.dtype()));
+  read_flags();
+  const bool all = completed_ranks_ == group_->size();
+  if (all)
+    for (std::size_t b = 0; b < last; ++b) {
+      // The part of the bucket whose sums this rank made (the backend says which: in the threads
+      // backend its slice, still in this core's cache), as the last bucket's epilogue splits it.
+      const auto [a, e] =
+          group_->epilogue_range(buckets_[b].hi - buckets_[b].lo, std::max(root_, 0));
+      if (a < e) update_(buckets_[b].lo + a, buckets_[b].lo + e);
+    }
+  if (!epilogue_bucket) return;
+  const std::int64_t base = buckets_[last].lo;
+  const dist::ProcessGroup::Epilogue epilogue = [&](std::int64_t lo, std::int64_t hi) {
+    update_(base + lo, base + hi);
+  };
+  if (all) {
+    reduce_bucket(next_bucket_++, &epilogue);
+  } else {
+    reduce_bucket(next_bucket_++);
+    wait_pending();
   }
 }
 

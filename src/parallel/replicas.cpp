@@ -97,6 +97,7 @@ TaskHandle ReplicaSet::submit(DeviceWorker& worker, std::size_t k, dist::Process
         } catch (...) {
         }
         group->abort("the replica on " + devices_[k].str() + " failed: " + what);
+        if (on_abort_) on_abort_(k);
       }
       throw;
     }

@@ -47,15 +47,19 @@ class ReplicaSet {
   void set_groups(std::vector<std::shared_ptr<dist::ProcessGroup>> groups) {
     groups_ = std::move(groups);
   }
+  // Called with k on replica k's worker right after a task of run() that failed aborted its
+  // group (see run()), before the abort is cleared: DataParallel waits there for the gradient
+  // reductions replica k started (GradientReducer::discard). Must not throw.
+  void set_on_abort(std::function<void(std::size_t)> on_abort) { on_abort_ = std::move(on_abort); }
 
   // Runs f(k) for k in [0, n) concurrently and waits for all; rethrows the first error (in device
   // order) as the same type with the device named. Under a module that runs collectives, a task
   // that throws aborts its group (ProcessGroup::abort), so siblings waiting for it in a
-  // collective throw too instead of waiting forever; the groups are cleared once all are done. Each task runs under the caller's autocast
-  // setting. With one device the task runs on the calling thread (as torch.nn.DataParallel does
-  // with one device: no thread hand-off), under the worker's intra-op thread count and with the
-  // caller's thread-local modes restored afterwards; replica k's group member is
-  // dist::current_group() during f(k); `single_thread` (deterministic mode: one
+  // collective throw too instead of waiting forever; the groups are cleared once all are done. Each
+  // task runs under the caller's autocast setting. With one device the task runs on the calling
+  // thread (as torch.nn.DataParallel does with one device: no thread hand-off), under the worker's
+  // intra-op thread count and with the caller's thread-local modes restored afterwards; replica k's
+  // group member is dist::current_group() during f(k); `single_thread` (deterministic mode: one
   // BLAS call per GEMM) keeps it on the worker, whose thread count is then 1.
   void run(std::size_t n, const std::function<void(std::size_t)>& f, bool single_thread = false);
 
@@ -168,6 +172,7 @@ class ReplicaSet {
   std::vector<FlatBuffer> flat_;
   std::vector<std::unique_ptr<DeviceWorker>> workers_;
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
+  std::function<void(std::size_t)> on_abort_;
   // run_shards' slots j > 0, per device.
   struct Slot {
     std::shared_ptr<nn::Module> module;

@@ -420,6 +420,34 @@ TEST(MpiCli, AFlagGivenToOneRankOnlyIsRefusedBeforeTrainingButSaveMayBe) {
   EXPECT_TRUE(fs::exists(dir / "w"));
 }
 
+// --grad-compression bf16 across 2 ranks (PyTorch's bf16_compress_hook): trains, to other
+// weights than float32 reductions; --comm-overlap off gives the same weights as on; ranks that
+// disagree on the compression (their reductions would differ) are refused before training.
+TEST(MpiCli, GradCompressionBf16TrainsOnTwoRanks) {
+  TempDir dir;
+  const std::vector<std::string> args{"train",           "--epochs", "2",
+                                      "--bucket-cap-mb", "0.00006",  "--quiet"};
+  auto trained = [&](const std::vector<std::string>& flags, const std::string& name) {
+    Timed t = mpirun(2, args + flags + std::vector<std::string>{"--save", dir / name});
+    EXPECT_EQ(t.r.status, 0) << t.r.err;
+    EXPECT_NE(t.r.out.find("world_size=2"), std::string::npos) << t.r.out;
+    return bytes_of(dir / name);
+  };
+  const std::string on = trained({"--grad-compression", "bf16"}, "on");
+  const std::string off = trained({"--grad-compression", "bf16", "--comm-overlap", "off"}, "off");
+  const std::string none = trained({}, "none");
+  ASSERT_FALSE(on.empty());
+  EXPECT_EQ(on, off) << "--comm-overlap changed the weights";
+  EXPECT_NE(on, none) << "--grad-compression bf16 changed nothing";
+  RunResult r =
+      run(LOCKSTEP_MPIEXEC, {"-np", "1", kCli, "train", "--epochs", "1", "--grad-compression",
+                             "bf16", ":", "-np", "1", kCli, "train", "--epochs", "1"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--grad-compression=none on rank 1, --grad-compression=bf16 on rank 0"),
+            std::string::npos)
+      << r.err;
+}
+
 // Without validation data (--val-fraction 0) the ranks' setup check compares the shapes of
 // data that exists: the job trains (it failed with "operation on an undefined tensor", exit 2).
 TEST(MpiCli, NoValidationDataTrainsOnTwoRanks) {

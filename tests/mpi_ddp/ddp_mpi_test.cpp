@@ -2,7 +2,8 @@
 // `mpirun -np 4 --oversubscribe` (label mpi): parameters bit-identical on every rank after every
 // step, deterministic mode bit-identical to one process with one device (goldens), and cases C05
 // (uneven inputs, join), C06 (broadcast at construction), C08 (no_sync), C10 (one writer, load
-// after a barrier) and C11 (NaN on one rank: every rank sees it at the same step). The same
+// after a barrier) and C11 (NaN on one rank: every rank sees it at the same step); bf16 gradient
+// compression equal to its emulation bit for bit, overlap on and off bit-identical. The same
 // DistributedDataParallel code is tested with ranks as threads in tests/parallel.
 #include <gtest/gtest.h>
 
@@ -268,6 +269,66 @@ TEST(MpiDdp, CaseC11NaNOnOneRankIsACollectiveDecision) {
   EXPECT_EQ(stopped_at, 3) << "on rank " << g->rank();
   EXPECT_TRUE(same_on_all_ranks(flat_params(ddp)));
   EXPECT_TRUE(flat_params(ddp) == after_step2) << "nobody stepped at step 3";
+}
+
+// Linear(6, 5) - Tanh - Linear(5, 3), the same on every rank (seeded).
+std::shared_ptr<nn::Module> small_net() {
+  manual_seed(9);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(6, 5), std::make_shared<nn::Tanh>(),
+      std::make_shared<nn::Linear>(5, 3)});
+}
+
+std::vector<float> flat_grads(const nn::Module& m) {
+  std::vector<float> out;
+  for (auto& p : m.parameters()) {
+    auto v = p.grad().to_vector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+TEST(MpiDdp, Bf16CompressionEqualsTheEmulationAndOverlapOnAndOffAreBitIdentical) {
+  // Every rank trains 8 rows of its own, so its loss weight is 1/world (a power of two: exact).
+  // The emulation: each rank's gradient (a plain backward on its rows, times 1/world) rounded to
+  // bf16, summed in float32 in rank order, rounded again (process_group.h's BFloat16 wire).
+  auto g = world();
+  const int n = g->size();
+  manual_seed(100 + static_cast<std::uint64_t>(g->rank()));
+  const Tensor x = randn({8, 6}), y = randint(0, 3, {8});
+  auto plain = small_net();
+  nn::CrossEntropyLoss criterion;
+  criterion(plain->forward(x), y).backward();
+  const std::vector<float> mine = flat_grads(*plain);
+  const auto numel = static_cast<std::int64_t>(mine.size());
+  std::vector<Tensor> all;
+  for (int r = 0; r < n; ++r) all.push_back(zeros({numel}));
+  g->all_gather(all, tensor(std::span<const float>(mine)));
+  std::vector<float> want(mine.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    float s = 0;
+    for (int r = 0; r < n; ++r)
+      s += round_to_bfloat16(all[static_cast<std::size_t>(r)].data_ptr<float>()[i] /
+                             static_cast<float>(n));
+    want[i] = round_to_bfloat16(s);
+  }
+  std::vector<std::vector<float>> got;
+  for (bool overlap : {true, false}) {
+    auto net = small_net();
+    DistributedDataParallelOptions o;
+    o.threads_per_device = 1;
+    o.reducer = {
+        .bucket_cap_bytes = 64, .overlap = overlap, .compression = dist::WireFormat::BFloat16};
+    DistributedDataParallel ddp(net, g, o);
+    ddp.forward_backward(x, y, criterion);
+    got.push_back(flat_grads(*net));
+  }
+  ASSERT_EQ(got[0].size(), want.size());
+  EXPECT_EQ(std::memcmp(got[0].data(), want.data(), want.size() * sizeof(float)), 0)
+      << "bf16 compression differs from its emulation";
+  EXPECT_EQ(std::memcmp(got[1].data(), got[0].data(), want.size() * sizeof(float)), 0)
+      << "overlap on and off differ";
+  EXPECT_TRUE(same_on_all_ranks(got[0]));
 }
 
 }  // namespace

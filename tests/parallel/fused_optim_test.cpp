@@ -3,8 +3,10 @@
 // .grad and optimizer state — for SGD (momentum, dampening, nesterov, weight decay), Adam and
 // AdamW, on 1, 2, 3 and 5 devices, several-bucket and one-bucket layouts, overlap on and off,
 // deterministic mode, frozen parameters, parameters that never get a gradient, LR scheduler
-// changes, a held .grad, no_sync() and DistributedDataParallel; a failing replica updates
-// nothing; optimizers that cannot run in slices and foreign parameters are refused.
+// changes, a held .grad, no_sync() and DistributedDataParallel, bf16 gradient compression; a
+// failing replica updates nothing; optimizers that cannot run in slices and foreign parameters
+// are refused. Overlap on and off (each bucket's reduction started during backward or after it)
+// give bit-identical results, fused or not, compressed or not, with no_sync() accumulation.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -50,9 +52,11 @@ struct Config {
   std::int64_t bucket_cap = 25 * 1024 * 1024;
   bool overlap = true;
   bool deterministic = false;
+  dist::WireFormat compression = dist::WireFormat::Native;
   std::string str() const {
     return std::to_string(devices) + " devices, cap " + std::to_string(bucket_cap) + ", overlap " +
-           std::to_string(overlap) + ", deterministic " + std::to_string(deterministic);
+           std::to_string(overlap) + ", deterministic " + std::to_string(deterministic) +
+           (compression == dist::WireFormat::BFloat16 ? ", bf16" : "");
   }
 };
 
@@ -62,6 +66,7 @@ parallel::DataParallelOptions options(const Config& c) {
   o.reducer.bucket_cap_bytes = c.bucket_cap;
   o.reducer.overlap = c.overlap;
   o.deterministic = c.deterministic;
+  o.reducer.compression = c.compression;
   o.seed = 3;
   return o;
 }
@@ -131,6 +136,8 @@ TEST(FusedOptim, BitIdenticalToStepAfterForwardBackward) {
       for (bool overlap : {true, false}) configs.push_back({n, cap, overlap, false});
     configs.push_back({n, 256, true, true});
   }
+  for (bool overlap : {true, false})
+    configs.push_back({3, 256, overlap, false, dist::WireFormat::BFloat16});
   for (const auto& [name, make_opt] : optimizers())
     for (const Config& c : configs) {
       const std::string what = name + ", " + c.str();
@@ -211,31 +218,48 @@ TEST(FusedOptim, StateDictRoundTripResumesBitIdentically) {
   }
 }
 
+// Two rounds of two no_sync() calls and a reducing one, checking that no_sync() calls do not
+// step.
+TrainedState train_no_sync(const Config& c, const MakeOpt& make_opt, bool fused, const Data& d,
+                           const std::string& what) {
+  auto net = make_net();
+  nn::DataParallel dp(net, cpus(c.devices), std::nullopt, options(c));
+  auto opt = make_opt(dp.parameters());
+  if (fused) dp.register_fused_optim(opt);
+  for (int round = 0; round < 2; ++round) {
+    opt->zero_grad();
+    Tensor w = net->fc1->weight.detach().clone();
+    {
+      auto guard = dp.no_sync();
+      dp.forward_backward(d.x[0], d.y[0], nn::CrossEntropyLoss());
+      dp.forward_backward(d.x[1], d.y[1], nn::CrossEntropyLoss());
+    }
+    EXPECT_TRUE(BitEqual(net->fc1->weight, w)) << what << ": a no_sync() call stepped";
+    dp.forward_backward(d.x[2 + round], d.y[2 + round], nn::CrossEntropyLoss());
+    if (!fused) opt->step();
+  }
+  return trained_state(*net, *opt);
+}
+
 TEST(FusedOptim, NoSyncCallsDoNotStepAndTheReducingCallDoes) {
   const Data d = data();
-  for (const auto& [name, make_opt] : optimizers()) {
-    TrainedState out[2];
+  for (const auto& [name, make_opt] : optimizers())
+    expect_bit_equal(train_no_sync({2}, make_opt, true, d, name),
+                     train_no_sync({2}, make_opt, false, d, name), name + ", no_sync");
+}
+
+TEST(CommOverlap, OnAndOffAreBitIdenticalFusedOrNotCompressedOrNot) {
+  // Three devices, 256-byte buckets (several), a parameter nobody uses, a frozen one, no_sync()
+  // accumulation before each reducing call.
+  const Data d = data();
+  const auto& [name, make_opt] = optimizers()[3];  // adam
+  for (auto wire : {dist::WireFormat::Native, dist::WireFormat::BFloat16})
     for (bool fused : {false, true}) {
-      auto net = make_net();
-      nn::DataParallel dp(net, cpus(2), std::nullopt, options({2}));
-      auto opt = make_opt(dp.parameters());
-      if (fused) dp.register_fused_optim(opt);
-      for (int round = 0; round < 2; ++round) {
-        opt->zero_grad();
-        Tensor w = net->fc1->weight.detach().clone();
-        {
-          auto guard = dp.no_sync();
-          dp.forward_backward(d.x[0], d.y[0], nn::CrossEntropyLoss());
-          dp.forward_backward(d.x[1], d.y[1], nn::CrossEntropyLoss());
-        }
-        EXPECT_TRUE(BitEqual(net->fc1->weight, w)) << name << ": a no_sync() call stepped";
-        dp.forward_backward(d.x[2 + round], d.y[2 + round], nn::CrossEntropyLoss());
-        if (!fused) opt->step();
-      }
-      out[fused] = trained_state(*net, *opt);
+      const Config on{3, 256, true, false, wire}, off{3, 256, false, false, wire};
+      const std::string what = name + ", " + off.str() + (fused ? ", fused" : "");
+      expect_bit_equal(train_no_sync(on, make_opt, fused, d, what),
+                       train_no_sync(off, make_opt, fused, d, what), what + ": overlap on/off");
     }
-    expect_bit_equal(out[1], out[0], name + ", no_sync");
-  }
 }
 
 std::atomic<bool> g_fail{false};

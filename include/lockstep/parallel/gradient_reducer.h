@@ -1,16 +1,36 @@
 // GradientReducer: sums one rank's parameter gradients with the other ranks' over a ProcessGroup
 // (the mechanism of torch.nn.parallel.DistributedDataParallel's reducer). The rank's parameters
 // live in one flat buffer and its gradients in another; gradients are grouped into buckets of at
-// most `bucket_cap_bytes` in reverse parameter order (the order backward produces them) and each
-// bucket except the last is reduced as soon as all of its gradients are final, from the gradient
-// hook on the thread running backward; the last one (the first parameters, whose gradients
-// backward produces last) is reduced by finalize(), since its reduction also counts the ranks
-// that completed their backward. The reduction is a blocking call there: the rest of this
-// replica's backward waits for it (other replicas and ranks keep computing). PyTorch hands ready
-// buckets to a communication thread instead; an asynchronous ProcessGroup call would be needed
-// for that, and is not built. Buckets are reduced strictly in index order on every rank, so ranks
+// most `bucket_cap_bytes` in reverse parameter order (the order backward produces them).
+//
+// Overlap (ReducerOptions::overlap, PyTorch's behaviour): each bucket except the last is STARTED
+// as soon as all of its gradients are final, from the gradient hook on the thread running backward
+// (ProcessGroup::all_reduce_async / reduce_async, keeping the Work), and the rest of backward runs
+// while it travels; finalize() / abandon() start the rest and wait for every started reduction, in
+// bucket order, before the flags are read, the fused optimizer's update runs or .grad is handed
+// out: the wait is just before the optimizer step. The last bucket (the first parameters, whose
+// gradients backward produces last) is started by finalize(), since its reduction also counts the
+// ranks that completed their backward. Whether the reduction really runs during backward is the
+// backend's (process_group.h: threads and mpi on a communication thread, nccl on its stream; the
+// base class's defaults run it at once, blocking). Overlap off: every bucket is started by
+// finalize(). Under CUDA graph capture the reductions are the blocking calls (nothing is left
+// pending across the capture). The bits are the same either way: the same collectives on the same
+// ranges in the same order. Buckets are started strictly in index order on every rank, so ranks
 // whose graphs differ (unused parameters) still issue the same collectives. The caller scales each
 // rank's loss by b_k / B, so the sum is the gradient of the mean loss over the global batch.
+//
+// Compression (ReducerOptions::compression = dist::WireFormat::BFloat16; PyTorch's
+// ddp_model.register_comm_hook(None, bf16_compress_hook) from
+// torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py): every gradient bucket is reduced
+// with the bfloat16 wire format (process_group.h: each rank's values rounded to bfloat16, summed
+// in float32 in rank order, the sum rounded to bfloat16 and widened back; under
+// DistributedDataParallel with several local devices the rounded values are each rank's local
+// float32 sum, hybrid_group.h), so the gradients move two bytes per element and bytes_reduced()
+// counts two. PyTorch's hook divides by the world size
+// before its all-reduce; here the losses are already weighted (b_k / B), so nothing is divided.
+// The has-grad and completion flags are never compressed: they travel natively, in a collective
+// of their own, so they stay exact. Float32 gradients only. DataParallel and
+// DistributedDataParallel refuse it in deterministic mode.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +47,12 @@ namespace lockstep::parallel {
 struct ReducerOptions {
   /// Bucket capacity in bytes (DDP's bucket_cap_mb, default 25 MB).
   std::int64_t bucket_cap_bytes = 25 * 1024 * 1024;
-  /// All-reduce buckets during backward (true) or all of them after it (false).
+  /// Start each bucket's reduction during backward, as soon as it is ready (true), or every
+  /// bucket's after it (false); the results are bit-identical (see above).
   bool overlap = true;
+  /// How gradient buckets travel: Native (float32 as they are) or BFloat16 (PyTorch's
+  /// bf16_compress_hook, see above; float32 gradients only).
+  dist::WireFormat compression = dist::WireFormat::Native;
 };
 
 class GradientReducer {
@@ -38,7 +62,8 @@ class GradientReducer {
   /// flat_grad() holds the sum (each bucket is all_reduce'd); `root` = r >= 0: only rank r's does
   /// (ProcessGroup::reduce, which moves less: DataParallel reads replica 0's result only) and the
   /// other ranks' flat_grad() and has_grad() are unspecified. ValueError for a null group, a
-  /// non-positive bucket cap or root >= group->size().
+  /// non-positive bucket cap or root >= group->size(); DTypeError for BFloat16 compression of
+  /// gradients that are not float32.
   GradientReducer(const FlatBuffer& flat, std::shared_ptr<dist::ProcessGroup> group,
                   ReducerOptions options = {}, int root = -1);
   ~GradientReducer();
@@ -62,12 +87,20 @@ class GradientReducer {
   /// parameter that got none on any rank is left with no .grad; one that got a gradient on some
   /// ranks only is reduced with zeros from the others; every other parameter's .grad is its
   /// slice of flat_grad(). The flags also sum one completion flag per rank (1 from finalize(), 0
-  /// from abandon()): completed_ranks().
+  /// from abandon()): completed_ranks(). Waits for every reduction started during backward (in
+  /// bucket order); when one of them (or one started here) failed, waits for all the others
+  /// too, so none is left pending, then rethrows the first error (DistError, TimeoutError, ...).
   void finalize();
   /// finalize() for a rank whose backward failed: it still takes part in every remaining
   /// collective (contributing zeros for the gradients it did not produce), so the other ranks
   /// finish their step, but counts as not completed.
   void abandon();
+  /// For a rank whose backward failed and which has aborted its group instead of abandon()ing
+  /// (DataParallel under a module that runs collectives): waits for the reductions it started
+  /// during backward, ignoring their errors (an aborted group fails them), and starts nothing.
+  /// Called before the group's abort is cleared, so no started collective outlives it. Also
+  /// what prepare() and the destructor do with reductions a failed step left behind.
+  void discard();
 
   /// Gives the reducer a new, zeroed gradient buffer (before prepare()); tensors viewing the old
   /// one keep their values. DataParallel calls it when a .grad it handed out from the old buffer
@@ -97,8 +130,9 @@ class GradientReducer {
   /// propagates from finalize() after the collectives.
   void set_update(std::function<void(std::int64_t lo, std::int64_t hi)> update);
   std::size_t num_buckets() const { return buckets_.size(); }
-  /// Bytes this rank contributed to reductions in the last step (gradients and flags; 0 in a
-  /// group of one rank).
+  /// Bytes this rank contributed to reductions in the last step, as they travel (gradients at
+  /// ProcessGroup::wire_bytes per element: 2 with BFloat16 compression; flags at their own
+  /// element size; 0 in a group of one rank).
   std::int64_t bytes_reduced() const { return bytes_reduced_; }
 
  private:
@@ -107,10 +141,25 @@ class GradientReducer {
     std::vector<std::size_t> params;  // the parameters in it that require grad
     std::size_t pending = 0;          // of those, how many have no gradient yet this step
   };
+  // A reduction started and not waited for yet, with the tensor it reduces (kept alive and
+  // untouched until its wait, as ProcessGroup's *_async require).
+  struct Pending {
+    std::shared_ptr<dist::Work> work;
+    Tensor slice;
+  };
   void mark_ready(std::size_t param);
-  void reduce_ready_buckets();
+  void start_ready_buckets();
   void reduce_rest();  // finalize() / abandon() after completed_ is set
+  void reduce_rest_with_update();
+  // Starts bucket b's reduction (appended to pending_), or runs it blocking with `epilogue`.
   void reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue = nullptr);
+  // Starts the reduction of elements [lo, hi) of grad_ in `wire` format (blocking under CUDA
+  // graph capture); counts its bytes.
+  void start(std::int64_t lo, std::int64_t hi, dist::WireFormat wire);
+  // Whether the flags ride in front of the last bucket (no update, no compression) rather than
+  // in a collective of their own.
+  bool flags_ride() const;
+  void wait_pending();  // in order; all of them, then rethrows the first error
   void write_flags();
   void read_flags();
 
@@ -129,6 +178,7 @@ class GradientReducer {
   std::vector<std::int64_t> has_grad_;
   std::vector<char> written_;  // the slice holds this step's data (copied, seeded)
   std::vector<int> hook_ids_;
+  std::vector<Pending> pending_;  // in start order (bucket order)
   std::size_t next_bucket_ = 0;
   bool active_ = false;     // between prepare() and finalize(): hooks only count then
   bool completed_ = false;  // this rank's completion flag (finalize: 1, abandon: 0)

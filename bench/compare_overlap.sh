@@ -54,7 +54,8 @@ echo "== date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); git $(git -C "$ROOT" rev-par
   git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || echo ' (with uncommitted changes)')"
 echo "== $("$CLI" --version 2>&1 | head -n 1); $(mpirun --version | head -n 1);" \
   "$("$PYTHON" -c 'import torch; print("torch", torch.__version__)')"
-echo "== OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS"
+echo "== OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS;" \
+  "niceness $(nice) (run it under nice -n -19 to measure on a machine others load)"
 echo "== rounds $ROUNDS; cnn: $CNN_SAMPLES samples x $CNN_EPOCHS epochs, cap $CNN_CAP_MB MB;" \
   "gpt: $WARM + $GPT_ITERS iterations, cap $GPT_CAP_MB MB"
 
@@ -119,7 +120,13 @@ model_args() {  # model_args MODEL GLOBAL_BATCH
   fi
 }
 out="$work/results"
-record() {  # record MODEL CONFIG LOCAL_BATCH LOG: one RESULT line from the CLI's output
+tx_bytes() { ip netns exec "$(mh_ns host1)" cat /sys/class/net/lsh0/statistics/tx_bytes; }
+wire() {  # wire MODEL TX_BEFORE: KB host1 sent per step over the run (start-up, evaluations in)
+  local steps
+  [[ $1 == cnn ]] && steps=$((CNN_EPOCHS * (CNN_SAMPLES / CNN_BATCH))) || steps=$((WARM + GPT_ITERS))
+  echo "wire_kb_per_step=$(( ($(tx_bytes) - $2) / 1024 / steps ))"
+}
+record() {  # record MODEL CONFIG LOCAL_BATCH LOG [WIRE]: one RESULT line from the CLI's output
   local rate
   if [[ $1 == cnn ]]; then
     rate=$(awk '/^epoch /{for (i = 1; i < NF; i++) if ($i == "samples/s") r = $(i + 1)} END {print r}' "$4")
@@ -131,17 +138,18 @@ record() {  # record MODEL CONFIG LOCAL_BATCH LOG: one RESULT line from the CLI'
   if [[ -z "$rate" ]]; then
     echo "compare_overlap.sh: no rate from lockstep ($1 $2):"; cat "$4"; return 1
   fi
-  echo "RESULT side=lockstep model=$1 config=$2 rate=$rate" | tee -a "$out"
+  echo "RESULT side=lockstep model=$1 config=$2 rate=$rate ${5:-}" | tee -a "$out"
 }
 lockstep_dist() {  # lockstep_dist MODEL OVERLAP COMPRESSION
   local m=$1 cap batch
   [[ $m == cnn ]] && cap=$CNN_CAP_MB batch=$CNN_BATCH || cap=$GPT_CAP_MB batch=$GPT_BATCH
-  local flags=()
+  local flags=() tx0
+  tx0=$(tx_bytes)
   [[ $2 != default ]] && flags=(--comm-overlap "$2" --grad-compression "$3" --bucket-cap-mb "$cap")
   # shellcheck disable=SC2046
   mh_mpirun host1,host2 2 "$work/pin.sh" "$CLI" train $(model_args "$m" "$batch") "${flags[@]}" \
     --timeout 60 >"$work/log" 2>&1 || { echo "lockstep $m $2 $3 failed:"; cat "$work/log"; return 1; }
-  record "$m" "$2/$3" "$((batch / 2))" "$work/log"
+  record "$m" "$2/$3" "$((batch / 2))" "$work/log" "$(wire "$m" "$tx0")"
 }
 lockstep_compute() {  # lockstep_compute MODEL: one process, the local batch, no communication
   local m=$1 batch
@@ -152,7 +160,8 @@ lockstep_compute() {  # lockstep_compute MODEL: one process, the local batch, no
   record "$m" compute "$batch" "$work/log"
 }
 pytorch_dist() {  # pytorch_dist MODEL HOOK
-  local m=$1 r pids=() args
+  local m=$1 r pids=() args tx0
+  tx0=$(tx_bytes)
   if [[ $m == cnn ]]; then
     args=(--model cnn --images "$IMAGES" --labels "$LABELS" --batch "$CNN_BATCH" --epochs
           "$CNN_EPOCHS" --bucket-cap-mb "$CNN_CAP_MB")
@@ -167,7 +176,8 @@ pytorch_dist() {  # pytorch_dist MODEL HOOK
     pids+=($!)
   done
   for r in 0 1; do wait "${pids[$r]}" || { echo "pytorch rank $r ($m $2) failed:"; cat "$work/py$r"; }; done
-  grep '^RESULT' "$work/py0" | sed -E 's/^RESULT /RESULT side=pytorch config=ddp\/'"$2"' /' | tee -a "$out"
+  grep '^RESULT' "$work/py0" | sed -E 's/^RESULT /RESULT side=pytorch config=ddp\/'"$2"' /' |
+    sed "s/\$/ $(wire "$m" "$tx0")/" | tee -a "$out"
 }
 
 echo "== load before: $(cut -d' ' -f1-3 /proc/loadavg)"

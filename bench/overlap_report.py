@@ -9,7 +9,8 @@ PyTorch lines: RESULT side=pytorch config=ddp/HOOK framework=... model=M ... sam
 tokens_per_s=R. Per model: the median rate over the rounds (and its range), the step time it
 implies (global batch / rate; T_compute: local batch / rate), the ratio to PyTorch DDP without a
 hook, the buckets (PyTorch: DDP's count after its rebuild; Lockstep: GradientReducer's rule at the
-cap, computed by pytorch_ddp_overlap.py, since the CLI does not print it), and per compression the fraction of communication hidden,
+cap, computed by pytorch_ddp_overlap.py, since the CLI does not print it), the bytes host1's
+link sent per step (the whole run's, start-up and evaluations included), and per compression the fraction of communication hidden,
     1 - (T_on - T_compute) / (T_off - T_compute).
 """
 import statistics
@@ -28,6 +29,8 @@ def main():
         rate = f.get("rate") or f.get("samples_per_s") or f.get("tokens_per_s")
         key = (f["model"], f["side"], f["config"])
         runs.setdefault(key, []).append(float(rate))
+        if "wire_kb_per_step" in f:
+            runs.setdefault(key + ("wire",), []).append(float(f["wire_kb_per_step"]))
         if "buckets" in f:
             runs.setdefault(key + ("buckets",), []).append(f["buckets"])
         if "lockstep_buckets" in f:  # the CLI does not print its count: the rule's, at that cap
@@ -42,8 +45,9 @@ def main():
         ref = med.get(("pytorch", "ddp/none"))
         step_ms = {}
         print(f"\n{model}: global batch {batch}, medians of {len(runs[keys[0]])} rounds")
-        print(f"| side | configuration | {unit} | range | step ms | vs PyTorch DDP | buckets |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+        print(f"| side | configuration | {unit} | range | step ms | vs PyTorch DDP | buckets | "
+              "host1 sent KB/step |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
         for k in keys:
             side, config = k[1:]
             rate = med[(side, config)]
@@ -53,8 +57,10 @@ def main():
             b = ",".join(sorted(set(runs.get(k + ("buckets",), ["-"]))))
             if side == "lockstep" and config not in ("compute", "default/none"):
                 b = ",".join(sorted(set(runs.get((model, "lockstep_buckets"), ["?"])))) + " (rule)"
+            w = runs.get(k + ("wire",))
+            w = f"{statistics.median(w):,.0f}" if w else "-"
             print(f"| {side} | {config} | {rate:,.0f} | {min(runs[k]):,.0f}-{max(runs[k]):,.0f} | "
-                  f"{step_ms[(side, config)]:.2f} | {ratio} | {b} |")
+                  f"{step_ms[(side, config)]:.2f} | {ratio} | {b} | {w} |")
         tc = step_ms.get(("lockstep", "compute"))
         for comp in ("none", "bf16"):
             on, off = step_ms.get(("lockstep", f"on/{comp}")), step_ms.get(("lockstep", f"off/{comp}"))

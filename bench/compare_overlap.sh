@@ -26,6 +26,7 @@
 #   env: ROUNDS=3 CNN_SAMPLES=7680 CNN_EPOCHS=2 GPT_ITERS=40 WARM=10 RATE=1gbit DELAY=0.2ms
 #        CNN_CAP_MB=0.01 GPT_CAP_MB=0.5 MODELS="cnn gpt" SKIP_BUILD=0 TEXT=(made here)
 #        (RATE=none: links not shaped, to see what the shaping costs)
+#        EXPORT="VAR ..." more variables for the ranks (e.g. OMPI_MCA_btl_tcp_progress_thread)
 #        PYTHON=/work/torch-venv/bin/python QUICK=1 (1 round, fewer steps: for iterating)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -98,7 +99,7 @@ printf '#!/bin/sh\nexec timeout 300 mpirun --bind-to none "$@"\n' >"$work/mpirun
 # shellcheck disable=SC2016 # expanded by pin.sh, in the rank's host
 printf '#!/bin/sh\nh=$(hostname); exec taskset -c $((${h#host} - 1)) "$@"\n' >"$work/pin.sh"
 chmod +x "$work/mpirun" "$work/pin.sh"
-export MH_MPIRUN="$work/mpirun" MH_EXPORT="OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS"
+export MH_MPIRUN="$work/mpirun" MH_EXPORT="OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS ${EXPORT:-}"
 
 has_flags=0
 [[ "$("$CLI" train --help)" == *--comm-overlap* ]] && has_flags=1

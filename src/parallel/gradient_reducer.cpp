@@ -83,6 +83,7 @@ void GradientReducer::renew_buffer() {
 
 void GradientReducer::prepare() {
   discard();  // what a failed step left behind
+  waited_.clear();
   NoGradGuard no_grad;
   for (std::size_t k = 0; k < flat_.params.size(); ++k) {
     Tensor p = flat_.params[k];
@@ -256,6 +257,10 @@ void GradientReducer::wait_pending() {
     } catch (...) {
       if (!first) first = std::current_exception();
     }
+  // Kept until the next step: an error object is shared with the thread that ran the collective,
+  // and the caller still reads it after this call (ThreadSanitizer cannot see the uninstrumented
+  // exception_ptr's count; dropping the Work here could leave its last release to that thread).
+  for (Pending& p : pending_) waited_.push_back(std::move(p.work));
   pending_.clear();
   if (first) std::rethrow_exception(first);
 }

@@ -1,10 +1,12 @@
 // A module that runs collectives (nn::Module::runs_collectives(), SyncBatchNorm's kind) meets its
 // siblings in every step whatever its piece holds: a piece whose targets are all ignored still
 // runs backward (zeros), a replica without rows runs on 0 rows, a replica that throws releases
-// the others from the collective they wait in; a rank in DDP's join() shadows the others' steps
-// (collective_join_test.cpp). Each of these hung before.
+// the others from the collective they wait in (also one that fails after its gradient reducer
+// started a bucket's reduction: it waits for it before the abort is cleared); a rank in DDP's
+// join() shadows the others' steps (collective_join_test.cpp). Each of these hung before.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "lockstep/parallel/distributed.h"
@@ -33,14 +35,15 @@ struct Trained {
   std::vector<CollectiveProbe::Entry> log;
 };
 Trained train(int devices, std::int64_t rows, std::int64_t ignored_from, std::int64_t ignored_to,
-          parallel::DataParallelOptions o, bool gather = false) {
+              parallel::DataParallelOptions o, bool gather = false) {
   manual_seed(4);
   auto probe = std::make_shared<CollectiveProbe>();
   parallel::DataParallel dp(probe, cpus(devices), std::nullopt, o);
   optim::SGD sgd(dp.parameters(), optim::SGDOptions{.lr = 0.1});
   manual_seed(6);
   Tensor x = randn({rows, 3}), y = randn({rows, 2});
-  if (ignored_to > ignored_from) narrow(y, 0, ignored_from, ignored_to - ignored_from).fill_(kIgnored);
+  if (ignored_to > ignored_from)
+    narrow(y, 0, ignored_from, ignored_to - ignored_from).fill_(kIgnored);
   for (int step = 0; step < 2; ++step) {
     sgd.zero_grad();
     if (gather)
@@ -111,6 +114,34 @@ TEST(CollectivePieces, FailingReplicaReleasesTheOthers) {
     for (auto& p : probe->parameters()) EXPECT_FALSE(p.grad().defined());
     Tensor loss = dp.forward_backward(x, randn({4, 2}), mse);
     EXPECT_TRUE(std::isfinite(loss.item()));
+  }
+}
+
+TEST(CollectivePieces, AReplicaFailingAfterStartingABucketStillReleasesEveryone) {
+  // 8-byte buckets: fc's bias (produced first by backward) is bucket 0, started from the hook;
+  // then replica 1's hook on fc's weight throws, so replica 1 aborts the group with bucket 0
+  // started (GradientReducer::discard waits for it there) and replica 0 waits in bucket 1's
+  // reduction until the abort releases it. Several rounds: the next step must run each time.
+  std::atomic<bool> fail{false};
+  manual_seed(4);
+  auto probe = std::make_shared<CollectiveProbe>();
+  parallel::DataParallelOptions o;
+  o.reducer.bucket_cap_bytes = 8;
+  parallel::DataParallel dp(probe, cpus(2), std::nullopt, o);
+  dp.replica(1)->parameters()[0].register_post_accumulate_grad_hook([&fail](Tensor&) {
+    if (fail.exchange(false)) throw ShapeError("injected failure");
+  });
+  const std::vector<float> before = flat_params(*probe);
+  for (int round = 0; round < 10; ++round) {
+    fail = true;
+    expect_error<Error>(
+        [&] {
+          dp.forward_backward(randn({4, 3}), randn({4, 2}), mse);
+        },
+        {"injected failure"});
+    EXPECT_EQ(flat_params(*probe), before) << "round " << round;
+    Tensor loss = dp.forward_backward(randn({4, 3}), randn({4, 2}), mse);
+    EXPECT_TRUE(std::isfinite(loss.item())) << "round " << round;
   }
 }
 

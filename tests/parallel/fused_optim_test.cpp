@@ -252,7 +252,8 @@ TEST(CommOverlap, OnAndOffAreBitIdenticalFusedOrNotCompressedOrNot) {
   // Three devices, 256-byte buckets (several), a parameter nobody uses, a frozen one, no_sync()
   // accumulation before each reducing call.
   const Data d = data();
-  const auto& [name, make_opt] = optimizers()[3];  // adam
+  const auto all = optimizers();
+  const auto& [name, make_opt] = all[3];  // adam
   for (auto wire : {dist::WireFormat::Native, dist::WireFormat::BFloat16})
     for (bool fused : {false, true}) {
       const Config on{3, 256, true, false, wire}, off{3, 256, false, false, wire};

@@ -75,6 +75,17 @@ struct MpiOptions {
 /// inside a collective, waiting at most 1.5 s); a rank that receives such a call while in a
 /// collective answers it and then fails the same way, naming the rank that timed out. After any
 /// failure the group is unusable: every later call throws DistError at once.
+///
+/// Started collectives (*_async, process_group.h) run in order on the group's communication
+/// thread, made by the first one; it progresses their MPI requests off the calling thread (a brief
+/// spin, then a test every 50 us, sleeping in between with the group's lock released, so it does
+/// not take a core from the computation it overlaps and notify_failure() gets through). Their
+/// errors, timeouts and failed peers included, are thrown by Work::wait(). Every MPI call is made
+/// under the group's lock, one thread at a time: MPI_THREAD_SERIALIZED is enough. With
+/// WireFormat::BFloat16, all_reduce_async / reduce_async move two-byte elements (MPI_UINT16_T)
+/// through the reduce-scatter and the all-gather: the owner of a slice widens every rank's
+/// bfloat16 values to float32, folds them in rank order and rounds once (the base class's
+/// emulation, bit for bit).
 std::shared_ptr<ProcessGroup> init_mpi(MpiOptions options = {});
 
 /// Tells every other rank of the init_mpi() group that this rank is about to leave with exit

@@ -36,6 +36,17 @@
 // Reduction order: NCCL's (ring or tree, chosen by NCCL), not the threads/MPI backends' rank order.
 // Every rank gets the same bits; with 2 ranks the sum equals rank order exactly (a + b = b + a);
 // with more ranks it may differ from the other backends in the last bits.
+//
+// Started collectives (*_async, process_group.h) are enqueued on the NCCL stream the same way,
+// followed by an event instead of the compute stream's wait; Work::wait() makes the compute
+// stream wait for that event (the host does not block; PyTorch's WorkNCCL::wait) and
+// is_completed() queries it. The argument check (NcclOptions::check_arguments) still waits on the
+// host when the collective is started; its errors, like every error of the call, are thrown by
+// wait(). NCCL's own failures surface as for the blocking calls (above). WireFormat::BFloat16
+// (float32 tensors): the values are rounded to bfloat16 on the NCCL stream (round to nearest
+// even, as dist::to_bfloat16_bits), reduced by NCCL as ncclBfloat16, widened back: NCCL rounds
+// its partial sums to bfloat16 at every step of its ring or tree, so the result is close to the
+// base class's emulation (one rounding of a float32 sum), not bit-equal (allclose only).
 #pragma once
 
 #include <memory>

@@ -115,7 +115,12 @@ class ProcessGroup {
   // and mpi run started collectives, in order, on a communication thread of the member (MPI's
   // requests are progressed there, off the calling thread); nccl enqueues them on its
   // communication stream. The defaults below run the blocking call and return completed_work()
-  // (or its error): correct, not overlapped.
+  // (or its error): correct, not overlapped. Argument errors are thrown by wait() (on every rank
+  // where the blocking call throws on every rank), not by the *_async call. A threads or mpi
+  // member destroyed with started collectives pending waits for them (they need their peers);
+  // abort() releases a threads group's started collectives with DistError. The Work of a
+  // collective whose tensors a backend copied or kept (all of them here) may be dropped without
+  // wait(); the results still arrive, in order.
   virtual std::shared_ptr<Work> all_reduce_async(Tensor& tensor, ReduceOp op = ReduceOp::Sum,
                                                  WireFormat wire = WireFormat::Native);
   virtual std::shared_ptr<Work> reduce_async(Tensor& tensor, int dst, ReduceOp op = ReduceOp::Sum,

@@ -178,7 +178,8 @@ class GradientReducer {
   std::vector<std::int64_t> has_grad_;
   std::vector<char> written_;  // the slice holds this step's data (copied, seeded)
   std::vector<int> hook_ids_;
-  std::vector<Pending> pending_;  // in start order (bucket order)
+  std::vector<Pending> pending_;                     // in start order (bucket order)
+  std::vector<std::shared_ptr<dist::Work>> waited_;  // this step's, waited for (wait_pending)
   std::size_t next_bucket_ = 0;
   bool active_ = false;     // between prepare() and finalize(): hooks only count then
   bool completed_ = false;  // this rank's completion flag (finalize: 1, abandon: 0)

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cuda/check.h"
+#include "dist/nccl/bf16_wire.h"
 #include "lockstep/cuda/graph.h"
 #include "lockstep/cuda/runtime.h"
 #include "lockstep/dist/nccl.h"
@@ -124,9 +125,55 @@ struct Descriptor {
   std::int64_t op = -1;
   std::int64_t root = -1;
   std::int64_t local_ok = 1;  // 0: this rank's own arguments failed its checks
-  std::int64_t unused = 0;
+  std::int64_t wire = 0;      // WireFormat (all_reduce, reduce)
 };
 static_assert(sizeof(Descriptor) == 8 * sizeof(std::int64_t));
+
+// A started collective (NcclGroup's *_async): an event recorded on the NCCL stream after it.
+// wait() makes the device's compute stream wait for the event (PyTorch's WorkNCCL::wait), so the
+// host does not block; `keep` holds the collective's tensors and the bfloat16 scratch until then
+// (a Work dropped without wait() makes the compute stream wait as it goes, so the caching
+// allocator never hands the scratch to compute work while NCCL still uses it).
+class NcclWork final : public Work {
+ public:
+  NcclWork(int device, cudaEvent_t event, std::vector<Tensor> keep)
+      : device_(device), event_(event), keep_(std::move(keep)) {}
+  ~NcclWork() override {
+    try {
+      order_compute_stream();
+    } catch (...) {  // a broken device: the error surfaces at its next use
+    }
+    cudaEventDestroy(event_);
+  }
+  void wait() override { order_compute_stream(); }
+  bool is_completed() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
+
+ private:
+  void order_compute_stream() {
+    if (waited_) return;
+    waited_ = true;
+    ::lockstep::cuda::DeviceGuard guard(device_);
+    const auto compute = static_cast<cudaStream_t>(::lockstep::cuda::compute_stream(device_));
+    LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(compute, event_, 0), device_,
+                        "cudaStreamWaitEvent (nccl Work::wait)");
+    keep_.clear();
+  }
+
+  int device_;
+  cudaEvent_t event_;
+  std::vector<Tensor> keep_;
+  bool waited_ = false;
+};
+
+// Runs `start` (a collective's checks and enqueueing); its error becomes the Work's.
+template <class F>
+std::shared_ptr<Work> started_or_failed(F&& start) {
+  try {
+    return start();
+  } catch (...) {
+    return completed_work(std::current_exception());
+  }
+}
 
 // The communicators made by one ncclCommInitAll: they are finalised together (NCCL requires the
 // intra-process ranks' ncclCommFinalize calls in one group when one thread makes them) once the
@@ -210,23 +257,39 @@ class NcclGroup final : public ProcessGroup {
   // are NCCL's, whose checks refuse a tensor that is not on this rank's GPU.
   void all_reduce(Tensor& t, ReduceOp op) override {
     if (to_bootstrap({&t})) return bootstrap_->all_reduce(t, op);
-    const bool ok = check_tensor("all_reduce", t);
-    agree(kAllReduce, t, static_cast<std::int64_t>(op), -1, ok, "all_reduce");
-    run("ncclAllReduce", t, [&] {
-      return ncclAllReduce(address(t), address(t), count(t), nccl_type(t.dtype()), nccl_op(op),
-                           comm_, stream_);
-    });
+    enqueue_reduce(t, -1, op, WireFormat::Native, false);
   }
 
   void reduce(Tensor& t, int dst, ReduceOp op) override {
     if (to_bootstrap({&t})) return bootstrap_->reduce(t, dst, op);
     check_root("reduce", dst);
-    const bool ok = check_tensor("reduce", t);
-    agree(kReduce, t, static_cast<std::int64_t>(op), dst, ok, "reduce");
-    run("ncclReduce", t, [&] {
-      return ncclReduce(address(t), address(t), count(t), nccl_type(t.dtype()), nccl_op(op), dst,
-                        comm_, stream_);
+    enqueue_reduce(t, dst, op, WireFormat::Native, false);
+  }
+
+  // Started collectives: enqueued on the NCCL stream like the blocking ones (the argument check,
+  // when on, still waits on the host for the descriptors), with an event instead of the compute
+  // stream's wait (NcclWork). Errors of the checks come out of wait().
+  std::shared_ptr<Work> all_reduce_async(Tensor& t, ReduceOp op, WireFormat wire) override {
+    if (to_bootstrap({&t})) return bootstrap_->all_reduce_async(t, op, wire);
+    return started_or_failed([&] { return enqueue_reduce(t, -1, op, wire, true); });
+  }
+  std::shared_ptr<Work> reduce_async(Tensor& t, int dst, ReduceOp op, WireFormat wire) override {
+    if (to_bootstrap({&t})) return bootstrap_->reduce_async(t, dst, op, wire);
+    return started_or_failed([&] {
+      check_root("reduce", dst);
+      return enqueue_reduce(t, dst, op, wire, true);
     });
+  }
+  std::shared_ptr<Work> all_gather_async(std::vector<Tensor>& outputs,
+                                         const Tensor& input) override {
+    if (to_bootstrap({&input}, &outputs)) return bootstrap_->all_gather_async(outputs, input);
+    return started_or_failed([&] { return enqueue_all_gather(outputs, input, true); });
+  }
+  std::shared_ptr<Work> reduce_scatter_async(Tensor& output, const std::vector<Tensor>& inputs,
+                                             ReduceOp op) override {
+    if (to_bootstrap({&output}, &inputs))
+      return bootstrap_->reduce_scatter_async(output, inputs, op);
+    return started_or_failed([&] { return enqueue_reduce_scatter(output, inputs, op, true); });
   }
 
   // The epilogue form: the bootstrap's own for host tensors, else the default (NCCL's reduce,
@@ -241,7 +304,7 @@ class NcclGroup final : public ProcessGroup {
     check_root("broadcast", root);
     const bool ok = check_tensor("broadcast", t);
     agree(kBroadcast, t, -1, root, ok, "broadcast");
-    run("ncclBroadcast", t, [&] {
+    run("ncclBroadcast", t, false, {}, [&] {
       return ncclBroadcast(address(t), address(t), count(t), nccl_type(t.dtype()), root, comm_,
                            stream_);
     });
@@ -249,35 +312,12 @@ class NcclGroup final : public ProcessGroup {
 
   void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
     if (to_bootstrap({&input}, &outputs)) return bootstrap_->all_gather(outputs, input);
-    bool ok = check_tensor("all_gather", input);
-    ok = check_list("all_gather", "outputs", outputs, input) && ok;
-    agree(kAllGather, input, -1, -1, ok, "all_gather");
-    // One broadcast per rank into outputs[r], fused by NCCL into one group launch.
-    run("ncclBroadcast (all_gather)", input, [&] {
-      ncclResult_t status = ncclGroupStart();
-      for (int r = 0; r < size_ && status == ncclSuccess; ++r)
-        status = ncclBroadcast(address(input), address(outputs[static_cast<std::size_t>(r)]),
-                               count(input), nccl_type(input.dtype()), r, comm_, stream_);
-      ncclResult_t end = ncclGroupEnd();
-      return status != ncclSuccess ? status : end;
-    });
+    enqueue_all_gather(outputs, input, false);
   }
 
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
     if (to_bootstrap({&output}, &inputs)) return bootstrap_->reduce_scatter(output, inputs, op);
-    bool ok = check_tensor("reduce_scatter", output);
-    ok = check_list("reduce_scatter", "inputs", inputs, output) && ok;
-    agree(kReduceScatter, output, static_cast<std::int64_t>(op), -1, ok, "reduce_scatter");
-    // inputs[r] of every rank is reduced onto rank r's output: one ncclReduce per rank, grouped.
-    run("ncclReduce (reduce_scatter)", output, [&] {
-      ncclResult_t status = ncclGroupStart();
-      for (int r = 0; r < size_ && status == ncclSuccess; ++r)
-        status = ncclReduce(address(inputs[static_cast<std::size_t>(r)]),
-                            r == rank_ ? address(output) : nullptr, count(output),
-                            nccl_type(output.dtype()), nccl_op(op), r, comm_, stream_);
-      ncclResult_t end = ncclGroupEnd();
-      return status != ncclSuccess ? status : end;
-    });
+    enqueue_reduce_scatter(output, inputs, op, false);
   }
 
   void barrier() override {
@@ -295,6 +335,80 @@ class NcclGroup final : public ProcessGroup {
   }
 
  private:
+  // all_reduce (dst < 0) and reduce (to dst) in `wire`'s format; BFloat16: the float32 values
+  // rounded to bfloat16 into a scratch buffer, NCCL's bfloat16 reduction (ncclBfloat16: NCCL
+  // rounds the partial results to bfloat16 at every step of its ring or tree, so the result is
+  // close to, not bit-equal with, the emulation's single rounding of a float32 sum), widened back
+  // (on every rank; for reduce, on dst). Returns the Work when `async`, else null (the compute
+  // stream waits for the collective).
+  std::shared_ptr<Work> enqueue_reduce(Tensor& t, int dst, ReduceOp op, WireFormat wire,
+                                       bool async) {
+    const char* name = dst < 0 ? "all_reduce" : "reduce";
+    const bool ok = check_tensor(name, t);
+    if (ok && wire == WireFormat::BFloat16 && t.dtype() != DType::Float32)
+      throw DTypeError("nccl " + std::string(name) + " on " + where_ +
+                       ": the bfloat16 wire format takes float32 tensors, got " +
+                       to_string(t.dtype()));
+    agree(dst < 0 ? kAllReduce : kReduce, t, static_cast<std::int64_t>(op), dst, ok, name,
+          static_cast<std::int64_t>(wire));
+    auto launch = [&](void* buffer, ncclDataType_t type) {
+      return dst < 0 ? ncclAllReduce(buffer, buffer, count(t), type, nccl_op(op), comm_, stream_)
+                     : ncclReduce(buffer, buffer, count(t), type, nccl_op(op), dst, comm_, stream_);
+    };
+    const std::string call_name = dst < 0 ? "ncclAllReduce" : "ncclReduce";
+    if (wire == WireFormat::Native)
+      return run(call_name, t, async, {t}, [&] { return launch(address(t), nccl_type(t.dtype())); });
+    // Two bytes per element: a float32 tensor of half as many elements holds the bits.
+    Tensor bits = Tensor::empty(Shape{(t.numel() + 1) / 2},
+                                TensorOptions(kFloat32).device(Device(DeviceType::CUDA, device_)));
+    return run(call_name + " (bfloat16)", t, async, {t, bits}, [&] {
+      auto* wire_bits = static_cast<std::uint16_t*>(address(bits));
+      auto* values = static_cast<float*>(address(t));
+      nccl_detail::to_bfloat16(values, wire_bits, t.numel(), device_, stream_);
+      const ncclResult_t status = launch(wire_bits, ncclBfloat16);
+      if (status == ncclSuccess && (dst < 0 || dst == rank_))
+        nccl_detail::from_bfloat16(wire_bits, values, t.numel(), device_, stream_);
+      return status;
+    });
+  }
+
+  std::shared_ptr<Work> enqueue_all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                           bool async) {
+    bool ok = check_tensor("all_gather", input);
+    ok = check_list("all_gather", "outputs", outputs, input) && ok;
+    agree(kAllGather, input, -1, -1, ok, "all_gather");
+    std::vector<Tensor> keep = outputs;
+    keep.push_back(input);
+    // One broadcast per rank into outputs[r], fused by NCCL into one group launch.
+    return run("ncclBroadcast (all_gather)", input, async, std::move(keep), [&] {
+      ncclResult_t status = ncclGroupStart();
+      for (int r = 0; r < size_ && status == ncclSuccess; ++r)
+        status = ncclBroadcast(address(input), address(outputs[static_cast<std::size_t>(r)]),
+                               count(input), nccl_type(input.dtype()), r, comm_, stream_);
+      ncclResult_t end = ncclGroupEnd();
+      return status != ncclSuccess ? status : end;
+    });
+  }
+
+  std::shared_ptr<Work> enqueue_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                               ReduceOp op, bool async) {
+    bool ok = check_tensor("reduce_scatter", output);
+    ok = check_list("reduce_scatter", "inputs", inputs, output) && ok;
+    agree(kReduceScatter, output, static_cast<std::int64_t>(op), -1, ok, "reduce_scatter");
+    std::vector<Tensor> keep = inputs;
+    keep.push_back(output);
+    // inputs[r] of every rank is reduced onto rank r's output: one ncclReduce per rank, grouped.
+    return run("ncclReduce (reduce_scatter)", output, async, std::move(keep), [&] {
+      ncclResult_t status = ncclGroupStart();
+      for (int r = 0; r < size_ && status == ncclSuccess; ++r)
+        status = ncclReduce(address(inputs[static_cast<std::size_t>(r)]),
+                            r == rank_ ? address(output) : nullptr, count(output),
+                            nccl_type(output.dtype()), nccl_op(op), r, comm_, stream_);
+      ncclResult_t end = ncclGroupEnd();
+      return status != ncclSuccess ? status : end;
+    });
+  }
+
   static std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
 
   // Whether a collective goes to the bootstrap group: there is one and every tensor it names is
@@ -381,7 +495,7 @@ class NcclGroup final : public ProcessGroup {
   // With check_arguments: every rank learns what every other rank is about to do and all throw
   // the same error when they differ or when one rank's arguments were bad.
   void agree(std::int64_t collective, const Tensor& t, std::int64_t op, std::int64_t root,
-             bool local_ok, const char* name) {
+             bool local_ok, const char* name, std::int64_t wire = 0) {
     ++sequence_;
     if (!options_.check_arguments) return;
     // The check waits for the other ranks' descriptors on the host.
@@ -394,6 +508,7 @@ class NcclGroup final : public ProcessGroup {
     mine.op = op;
     mine.root = root;
     mine.local_ok = local_ok ? 1 : 0;
+    mine.wire = wire;
 
     cuda::DeviceGuard guard(device_);
     auto* host = static_cast<Descriptor*>(host_scratch_);
@@ -446,23 +561,40 @@ class NcclGroup final : public ProcessGroup {
       if (d.root != first.root)
         throw DistError(prefix + ranks + " named different roots (" + std::to_string(first.root) +
                         " vs " + std::to_string(d.root) + ")");
+      if (d.wire != first.wire)
+        throw DistError(prefix + ranks + " asked for different wire formats (" +
+                        (first.wire ? "bfloat16" : "native") + " vs " +
+                        (d.wire ? "bfloat16" : "native") + ")");
     }
   }
 
   // Enqueues `launch` (returning ncclResult_t) on the NCCL stream after the compute stream's work
-  // so far, and makes the compute stream wait for it.
+  // so far. Blocking (`async` false): the compute stream waits for it, null is returned. Started:
+  // an NcclWork holding `keep` until its wait() makes the compute stream wait.
   template <class Launch>
-  void run(const std::string& op, const Tensor& t, Launch&& launch) {
+  std::shared_ptr<Work> run(const std::string& op, const Tensor& t, bool async,
+                            std::vector<Tensor> keep, Launch&& launch) {
     // Nothing to move (every rank has the same count: checked above, or the caller's contract);
     // an empty tensor's address may be null.
-    if (t.numel() == 0) return;
+    if (t.numel() == 0) return async ? completed_work() : nullptr;
     cuda::DeviceGuard guard(device_);
     LOCKSTEP_CUDA_CHECK(cudaEventRecord(ready_, compute_), device_, "cudaEventRecord");
     LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0), device_, "cudaStreamWaitEvent");
     call(op + "(" + to_string(t.dtype()) + ", " + std::to_string(t.numel()) + " elements)",
          std::forward<Launch>(launch));
-    LOCKSTEP_CUDA_CHECK(cudaEventRecord(done_, stream_), device_, "cudaEventRecord");
-    LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(compute_, done_, 0), device_, "cudaStreamWaitEvent");
+    if (!async) {
+      LOCKSTEP_CUDA_CHECK(cudaEventRecord(done_, stream_), device_, "cudaEventRecord");
+      LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(compute_, done_, 0), device_,
+                          "cudaStreamWaitEvent");
+      return nullptr;
+    }
+    cudaEvent_t event = nullptr;
+    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), device_,
+                        "cudaEventCreateWithFlags (nccl Work)");
+    const cudaError_t recorded = cudaEventRecord(event, stream_);
+    if (recorded != cudaSuccess) cudaEventDestroy(event);
+    LOCKSTEP_CUDA_CHECK(recorded, device_, "cudaEventRecord (nccl Work)");
+    return std::make_shared<NcclWork>(device_, event, std::move(keep));
   }
 
   template <class Launch>

@@ -78,6 +78,14 @@ class Shared {
     const std::vector<Tensor>* list = nullptr;
   };
   std::vector<Slot> slots;
+  // Writes member `rank`'s slot, or throws DistError when the group is aborted: a member released
+  // from an aborted collective goes on to its next started one at once (its communication
+  // thread), and must not overwrite its slot while a slower member still reads it.
+  void set_slot(int rank, const Slot& slot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    throw_if_aborted();
+    slots[static_cast<std::size_t>(rank)] = slot;
+  }
 
  private:
   std::mutex mu_;
@@ -207,7 +215,7 @@ class ThreadGroup : public ProcessGroup {
  private:
   void publish(void* data, std::int64_t numel, DType dtype,
                const std::vector<Tensor>* list = nullptr) {
-    s_->slots[rank_] = {data, numel, dtype, list};
+    s_->set_slot(rank_, {data, numel, dtype, list});
     s_->arrive_and_wait();
   }
 

@@ -14,9 +14,9 @@
 #        iterations, evaluations every WARM (1 batch each, outside the timed intervals);
 #        tokens/s over the intervals after the first
 # in each configuration --comm-overlap off|on x --grad-compression none|bf16 (bucket cap
-# CNN_CAP_MB / GPT_CAP_MB: the CNN's 0.83 MB of gradients in >= 4 buckets), plus T_compute: one
-# process pinned to CPU 0, the same local batch, --devices cpu:0 --backend threads (no
-# communication). Next to PyTorch DDP (gloo, TCP init_method on 10.231.7.1, each rank pinned
+# CNN_CAP_MB / GPT_CAP_MB: the CNN's 0.83 MB of gradients in >= 4 buckets), plus T_compute: the
+# same local batch, --devices cpu:0 --backend threads (no communication), two such processes at
+# once, one pinned to each CPU (the slower counts; one alone is printed too). Next to PyTorch DDP (gloo, TCP init_method on 10.231.7.1, each rank pinned
 # as Lockstep's, torch.set_num_threads(1), same model, batch, optimizer, bucket cap), with and
 # without bf16_compress_hook, on the same hosts. A CLI without the issue-22 flags (main before
 # the merges) runs its default configuration only (one 25 MB bucket, blocking all-reduce in the
@@ -27,6 +27,7 @@
 #        CNN_CAP_MB=0.01 GPT_CAP_MB=0.5 MODELS="cnn gpt" SKIP_BUILD=0 TEXT=(made here)
 #        (RATE=none: links not shaped, to see what the shaping costs)
 #        EXPORT="VAR ..." more variables for the ranks (e.g. OMPI_MCA_btl_tcp_progress_thread)
+#        CNN_BATCH=128 GPT_BATCH=12 (global batches; T_compute runs half of each)
 #        PYTHON=/work/torch-venv/bin/python QUICK=1 (1 round, fewer steps: for iterating)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,7 +39,7 @@ fi
 ROUNDS="${ROUNDS:-3}" CNN_SAMPLES="${CNN_SAMPLES:-7680}" CNN_EPOCHS="${CNN_EPOCHS:-2}"
 GPT_ITERS="${GPT_ITERS:-40}" WARM="${WARM:-10}" RATE="${RATE:-1gbit}" DELAY="${DELAY:-0.2ms}"
 CNN_CAP_MB="${CNN_CAP_MB:-0.01}" GPT_CAP_MB="${GPT_CAP_MB:-0.5}" MODELS="${MODELS:-cnn gpt}"
-CNN_BATCH=128 GPT_BATCH=12
+CNN_BATCH="${CNN_BATCH:-128}" GPT_BATCH="${GPT_BATCH:-12}"
 source "$ROOT/bench/openblas_env.sh"
 source "$ROOT/bench/cpu_other.sh"
 export OPENBLAS_NUM_THREADS=1
@@ -127,19 +128,22 @@ wire() {  # wire MODEL TX_BEFORE: KB host1 sent per step over the run (start-up,
   [[ $1 == cnn ]] && steps=$((CNN_EPOCHS * (CNN_SAMPLES / CNN_BATCH))) || steps=$((WARM + GPT_ITERS))
   echo "wire_kb_per_step=$(( ($(tx_bytes) - $2) / 1024 / steps ))"
 }
-record() {  # record MODEL CONFIG LOCAL_BATCH LOG [WIRE]: one RESULT line from the CLI's output
-  local rate
+rate_of() {  # rate_of MODEL LOG: samples/s (cnn: the last epoch) or tokens/s (gpt: after WARM)
   if [[ $1 == cnn ]]; then
-    rate=$(awk '/^epoch /{for (i = 1; i < NF; i++) if ($i == "samples/s") r = $(i + 1)} END {print r}' "$4")
+    awk '/^epoch /{for (i = 1; i < NF; i++) if ($i == "samples/s") r = $(i + 1)} END {print r}' "$2"
   else  # tokens over the intervals after the first, by their times
-    rate=$(awk -v w="$WARM" '/^iter /{split($2, a, "/"); for (i = 1; i < NF; i++)
-             if ($i == "tokens/s") { if (a[1] > w) { n = a[1] - last; t += n / $(i + 1); s += n }
-                                     last = a[1] } } END {if (t > 0) print s / t}' "$4")
+    awk -v w="$WARM" '/^iter /{split($2, a, "/"); for (i = 1; i < NF; i++)
+           if ($i == "tokens/s") { if (a[1] > w) { n = a[1] - last; t += n / $(i + 1); s += n }
+                                   last = a[1] } } END {if (t > 0) print s / t}' "$2"
   fi
+}
+record() {  # record MODEL CONFIG LOG [MORE]: one RESULT line from the CLI's output
+  local rate
+  rate=$(rate_of "$1" "$3")
   if [[ -z "$rate" ]]; then
-    echo "compare_overlap.sh: no rate from lockstep ($1 $2):"; cat "$4"; return 1
+    echo "compare_overlap.sh: no rate from lockstep ($1 $2):"; cat "$3"; return 1
   fi
-  echo "RESULT side=lockstep model=$1 config=$2 rate=$rate ${5:-}" | tee -a "$out"
+  echo "RESULT side=lockstep model=$1 config=$2 rate=$rate ${4:-}" | tee -a "$out"
 }
 lockstep_dist() {  # lockstep_dist MODEL OVERLAP COMPRESSION
   local m=$1 cap batch
@@ -150,15 +154,32 @@ lockstep_dist() {  # lockstep_dist MODEL OVERLAP COMPRESSION
   # shellcheck disable=SC2046
   mh_mpirun host1,host2 2 "$work/pin.sh" "$CLI" train $(model_args "$m" "$batch") "${flags[@]}" \
     --timeout 60 >"$work/log" 2>&1 || { echo "lockstep $m $2 $3 failed:"; cat "$work/log"; return 1; }
-  record "$m" "$2/$3" "$((batch / 2))" "$work/log" "$(wire "$m" "$tx0")"
+  record "$m" "$2/$3" "$work/log" "$(wire "$m" "$tx0")"
 }
-lockstep_compute() {  # lockstep_compute MODEL: one process, the local batch, no communication
-  local m=$1 batch
+# T_compute: the local batch without communication, as two independent processes at once, one
+# pinned to each CPU as the ranks are (the slower one counts): on a machine that other jobs load,
+# the ranks share what this benchmark gets of the 2 CPUs, and so must the reference. One process
+# alone ("compute-alone") is printed beside it.
+lockstep_compute() {  # lockstep_compute MODEL
+  local m=$1 batch c pids=()
   [[ $m == cnn ]] && batch=$((CNN_BATCH / 2)) || batch=$((GPT_BATCH / 2))
+  for c in 0 1; do
+    # shellcheck disable=SC2046
+    (cd "$work" && taskset -c "$c" "$CLI" train $(model_args "$m" "$batch") --devices cpu:0 \
+      --backend threads) >"$work/log$c" 2>&1 &
+    pids+=($!)
+  done
+  for c in 0 1; do
+    wait "${pids[$c]}" || { echo "lockstep compute $m on CPU $c failed:"; cat "$work/log$c"; return 1; }
+  done
+  local r0 r1
+  r0=$(rate_of "$m" "$work/log0") r1=$(rate_of "$m" "$work/log1")
+  echo "RESULT side=lockstep model=$m config=compute rate=$(awk -v a="$r0" -v b="$r1" \
+    'BEGIN { print (a < b ? a : b) }') cpu0=$r0 cpu1=$r1" | tee -a "$out"
   # shellcheck disable=SC2046
   (cd "$work" && taskset -c 0 "$CLI" train $(model_args "$m" "$batch") --devices cpu:0 \
     --backend threads) >"$work/log" 2>&1 || { echo "lockstep compute $m failed:"; cat "$work/log"; return 1; }
-  record "$m" compute "$batch" "$work/log"
+  record "$m" compute-alone "$work/log"
 }
 pytorch_dist() {  # pytorch_dist MODEL HOOK
   local m=$1 r pids=() args tx0

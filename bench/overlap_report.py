@@ -4,7 +4,8 @@
     overlap_report.py RESULTS CNN_GLOBAL_BATCH GPT_GLOBAL_BATCH
 
 Lockstep lines: RESULT side=lockstep model=M config=OVERLAP/COMPRESSION|compute rate=R
-(samples/s of the global batch for cnn, tokens/s for gpt; compute: one process, the local batch).
+(samples/s of the global batch for cnn, tokens/s for gpt; compute: the local batch, the slower of
+two processes run at once, one on each CPU, T_compute; compute-alone: one process alone).
 PyTorch lines: RESULT side=pytorch config=ddp/HOOK framework=... model=M ... samples_per_s=R or
 tokens_per_s=R. Per model: the median rate over the rounds (and its range), the step time it
 implies (global batch / rate; T_compute: local batch / rate), the ratio to PyTorch DDP without a
@@ -54,18 +55,19 @@ def main():
         for k in keys:
             side, config = k[1:]
             rate = med[(side, config)]
-            n = per_step // 2 if config == "compute" else per_step  # compute: the local batch
+            n = per_step // 2 if config.startswith("compute") else per_step  # the local batch
             step_ms[(side, config)] = 1000.0 * n / rate
-            ratio = f"{rate / ref:.2f}x" if ref and config != "compute" else "-"
+            ratio = f"{rate / ref:.2f}x" if ref and not config.startswith("compute") else "-"
             b = ",".join(sorted(set(runs.get(k + ("buckets",), ["-"]))))
-            if side == "lockstep" and config not in ("compute", "default/none"):
+            if side == "lockstep" and config not in ("compute", "compute-alone", "default/none"):
                 b = ",".join(sorted(set(runs.get((model, "lockstep_buckets"), ["?"])))) + " (rule)"
             w = runs.get(k + ("wire",))
             w = f"{statistics.median(w):,.0f}" if w else "-"
             print(f"| {side} | {config} | {rate:,.0f} | {min(runs[k]):,.0f}-{max(runs[k]):,.0f} | "
                   f"{step_ms[(side, config)]:.2f} | {ratio} | {b} | {w} |")
-        best = {k[1:]: 1000.0 * (per_step // 2 if k[2] == "compute" else per_step) / max(runs[k])
-                for k in keys}  # each configuration's fastest round: the least disturbed
+        # each configuration's fastest round: the least disturbed
+        best = {k[1:]: 1000.0 * (per_step // 2 if k[2].startswith("compute") else per_step)
+                / max(runs[k]) for k in keys}
         for label, ms in (("median", step_ms), ("best round", best)):
             tc = ms.get(("lockstep", "compute"))
             for comp in ("none", "bf16"):

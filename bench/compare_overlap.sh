@@ -81,6 +81,7 @@ TEXT="${TEXT:-$work/fortunes.txt}"
 
 # --- hosts and links
 mh_up 2
+trap cleanup EXIT  # mh_up set its own (mh_down alone)
 if [[ $RATE == none ]]; then
   shaping="not shaped (RATE=none: veth at memory speed)"
 elif mh_has_netem; then

@@ -16,12 +16,14 @@
 # in each configuration --comm-overlap off|on x --grad-compression none|bf16 (bucket cap
 # CNN_CAP_MB / GPT_CAP_MB: the CNN's 0.83 MB of gradients in >= 4 buckets), plus T_compute: the
 # same local batch, --devices cpu:0 --backend threads (no communication), two such processes at
-# once, one pinned to each CPU (the slower counts; one alone is printed too). Next to PyTorch DDP (gloo, TCP init_method on 10.231.7.1, each rank pinned
-# as Lockstep's, torch.set_num_threads(1), same model, batch, optimizer, bucket cap), with and
-# without bf16_compress_hook, on the same hosts. A CLI without the issue-22 flags (main before
+# once, one pinned to each CPU (the slower counts; one alone is printed too). Next to PyTorch
+# DDP (gloo, TCP init_method on 10.231.7.1, each rank pinned as Lockstep's,
+# torch.set_num_threads(1), same model, batch, optimizer, bucket cap), with and without
+# bf16_compress_hook, on the same hosts. A CLI without the issue-22 flags (main before
 # the merges) runs its default configuration only (one 25 MB bucket, blocking all-reduce in the
 # gradient hook) and the fraction hidden is not computed.
 #   hidden = 1 - (T_on - T_compute) / (T_off - T_compute)   per compression, from the medians
+#   and from each configuration's best round (bench/overlap_report.py)
 #   bench/compare_overlap.sh [BUILD_DIR]      (root: network namespaces; a benchmark, not a test)
 #   env: ROUNDS=3 CNN_SAMPLES=7680 CNN_EPOCHS=2 GPT_ITERS=40 WARM=10 RATE=1gbit DELAY=0.2ms
 #        CNN_CAP_MB=0.01 GPT_CAP_MB=0.5 MODELS="cnn gpt" SKIP_BUILD=0 TEXT=(made here)

@@ -73,6 +73,9 @@ inline std::vector<PoolNormCase> window_cases(bool max) {
       pool("pixel_k3_pad1", {1, 2, 1, 1}, {3, 3}, Size2{1, 1}, {1, 1}, max),
       pool("ties_k3_s1", {1, 2, 4, 4}, {3, 3}, Size2{1, 1}, {0, 0}, max, true),
       pool("ties_k2_pad1", {2, 1, 3, 3}, {2, 2}, S{}, {1, 1}, max, true),
+      // MaxPool2d(2) rows of 4+ windows (the CPU's four-at-a-time path) with a tail, odd sizes
+      pool("k2_9x13", {2, 3, 9, 13}, {2, 2}, S{}, {0, 0}, max),
+      pool("ties_k2_8x18", {1, 2, 8, 18}, {2, 2}, S{}, {0, 0}, max, true),
   };
 }
 inline PoolNormCase adaptive(std::string name, Shape shape, Size2 out) {

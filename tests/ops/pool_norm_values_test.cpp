@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "pool_norm_cases.h"
@@ -70,6 +72,35 @@ TEST(MaxPoolByHand, NaNIsTheMaximumAndTheLastNaNTakesTheGradient) {
     y.backward(t64({1, 2}, {1, 1, 2}));
     EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 0, 2, 0, 0, 1, 0, 0}));
   }
+}
+
+TEST(MaxPoolByHand, Float32NaNInfAndTiesAgreeWithTheReferenceFourWindowsAtATime) {
+  // float32 rows of 11 windows (the fast kernel's four-at-a-time path, then a tail of 3) drawn
+  // from a few values with NaNs, infinities and ties: the same maxima (NaN where the reference
+  // has one) and the same winners (the gradient lands on the same elements).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float pool[] = {nan, -inf, inf, 1.0f, 1.0f, -2.0f, 0.0f, -0.0f, 3.5f};
+  std::vector<float> v(2 * 3 * 6 * 22);
+  std::uint64_t state = 12345;
+  for (float& e : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    e = pool[(state >> 33) % 9];
+  }
+  std::vector<std::vector<double>> y, g;
+  for (auto mode : {KernelMode::Fast, KernelMode::Reference}) {
+    KernelModeGuard guard(mode);
+    Tensor x = tensor(std::span<const float>(v), {2, 3, 6, 22}).requires_grad_(true);
+    Tensor out = max_pool2d(x, {2, 2});
+    ASSERT_EQ(out.shape(), (Shape{2, 3, 3, 11}));
+    out.backward(arange(0, static_cast<double>(out.numel()), 1, kFloat32).reshape(out.shape()) + 1);
+    y.push_back(vals(out));
+    g.push_back(vals(x.grad()));
+  }
+  ASSERT_EQ(y[0].size(), y[1].size());
+  for (std::size_t i = 0; i < y[0].size(); ++i)
+    EXPECT_TRUE(std::isnan(y[1][i]) ? std::isnan(y[0][i]) : y[0][i] == y[1][i]) << "output " << i;
+  EXPECT_EQ(g[0], g[1]);
 }
 
 TEST(AvgPoolByHand, FourByFourAndZeroPaddingCounted) {

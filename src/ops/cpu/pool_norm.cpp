@@ -5,8 +5,14 @@
 // the calling thread's intra-op team (src/ops/cpu/channel_split.h) when there is enough work to
 // pay for the hand-off. The split does not change any sum's order: results are the same for
 // every thread count. Batch norm's kernels: src/ops/cpu/batch_norm.cpp.
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "ops/cpu/channel_split.h"
 #include "ops/pool_norm_kernels.h"
@@ -55,12 +61,52 @@ inline void take_max(T v, std::int64_t at, T& m, std::int64_t& best) {
   best = take ? at : best;
 }
 
+#if defined(__SSE2__)
+// Four float32 windows of MaxPool2d(2) at a time, rows a and b of a window row (output row starting
+// at element `top` of the plane): the scalar loop's comparisons lane by lane, in its order (a0 a1
+// b0 b1; an element replaces the maximum when greater or NaN) as and/andnot/or masks, the winner
+// kept as a code 0-3 and turned into its index after. The scalar loop's compares became branches,
+// mispredicted on every other window: a fifth of a CNN step (bench/RESULTS.md, issue 22). Returns
+// the outputs done (a multiple of 4; the caller finishes the row).
+std::int64_t max_pool_2x2_sse(const float* a, const float* b, std::int64_t top, std::int64_t in_w,
+                              std::int64_t out_w, float* y, std::int64_t* index) {
+  std::int64_t ow = 0;
+  for (; ow + 4 <= out_w; ow += 4) {
+    const __m128 a_lo = _mm_loadu_ps(a + 2 * ow), a_hi = _mm_loadu_ps(a + 2 * ow + 4);
+    const __m128 b_lo = _mm_loadu_ps(b + 2 * ow), b_hi = _mm_loadu_ps(b + 2 * ow + 4);
+    __m128 m = _mm_shuffle_ps(a_lo, a_hi, _MM_SHUFFLE(2, 0, 2, 0));
+    __m128i code = _mm_setzero_si128();
+    const auto take_max = [&](__m128 v, int k) {
+      const __m128 take = _mm_or_ps(_mm_cmpgt_ps(v, m), _mm_cmpunord_ps(v, v));
+      m = _mm_or_ps(_mm_and_ps(take, v), _mm_andnot_ps(take, m));
+      const __m128i t = _mm_castps_si128(take);
+      code = _mm_or_si128(_mm_and_si128(t, _mm_set1_epi32(k)), _mm_andnot_si128(t, code));
+    };
+    take_max(_mm_shuffle_ps(a_lo, a_hi, _MM_SHUFFLE(3, 1, 3, 1)), 1);
+    take_max(_mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(2, 0, 2, 0)), 2);
+    take_max(_mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(3, 1, 3, 1)), 3);
+    _mm_storeu_ps(y + ow, m);
+    alignas(16) std::int32_t c[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(c), code);
+    for (int i = 0; i < 4; ++i)
+      index[ow + i] = top + 2 * (ow + i) + (c[i] & 1) + (c[i] >> 1) * in_w;
+  }
+  return ow;
+}
+#endif
+
 template <class T>
 void max_pool_unpadded(const T* plane, const PoolGeom& g, T* y, std::int64_t* index) {
   if (g.k_h == 2 && g.k_w == 2 && g.s_h == 2 && g.s_w == 2) {  // MaxPool2d(2), the usual one
     for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
       const std::int64_t top = 2 * oh * g.in_w;
-      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+      std::int64_t ow = 0;
+#if defined(__SSE2__)
+      if constexpr (std::is_same_v<T, float>)
+        ow = max_pool_2x2_sse(plane + top, plane + top + g.in_w, top, g.in_w, g.out_w,
+                              y + oh * g.out_w, index + oh * g.out_w);
+#endif
+      for (; ow < g.out_w; ++ow) {
         const std::int64_t a = top + 2 * ow, b = a + g.in_w;
         T m = plane[a];  // -inf < v for every v but -inf and NaN: the first element is taken
         std::int64_t best = a;

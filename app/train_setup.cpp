@@ -10,6 +10,7 @@
 #include "lockstep/lockstep.h"
 #include "lr_schedule.h"
 #include "memory_budget.h"
+#include "message_text.h"
 #include "metrics.h"
 #include "model_spec.h"
 #include "progress.h"
@@ -82,6 +83,13 @@ std::string Trainer::zero_line() const {
          " bytes of optimizer state (the state of " + std::to_string(mine) + " of " +
          std::to_string(total) + " parameter elements, " + std::to_string(dist_.world) +
          " ranks)\n";
+}
+
+std::string Trainer::buckets_line() const {
+  const auto replicas = static_cast<std::int64_t>(r_.devices.size()) * dist_.world;
+  if (!o_.bucket_cap_given || replicas == 1 || o_.deterministic || o_.quiet) return "";
+  return "gradient buckets: " + std::to_string(dp_->gradient_buckets().size()) +
+         " (--bucket-cap-mb " + typed_number(o_.bucket_cap_mb) + ")";
 }
 
 void Trainer::setup() {
@@ -211,11 +219,13 @@ void Trainer::setup() {
                                          .seed = o_.data.seed});
   }
   progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
-  // The run's header: which BatchNorm trains (models without BatchNorm print nothing here).
+  // The run's header: which BatchNorm trains (models without BatchNorm print nothing here) and
+  // (with --bucket-cap-mb) how many gradient buckets the reducer made.
   if (const std::string line =
           batchnorm_line(o_, r_.sync_bn, batchnorms, r_.devices.size(), dist_.world);
       !line.empty() && !o_.quiet)
     out_ << line << '\n' << std::flush;
+  if (const std::string line = buckets_line(); !line.empty()) out_ << line << '\n' << std::flush;
   if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
     metrics_ = std::make_unique<MetricsLog>(
         o_.metrics,

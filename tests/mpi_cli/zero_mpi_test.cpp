@@ -8,27 +8,16 @@
 // rank's shard of the state.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "e2e/cli_support.h"
 #include "lockstep/io/safetensors.h"
+#include "mpirun_env.h"
 #include "support/tolerance.h"
 
 namespace lockstep::e2e {
 namespace {
-
-const bool kMpiEnv = [] {  // as cli_mpi_test.cpp: root, loopback, 3 ranks on 2 cores
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  setenv("OMPI_MCA_btl_tcp_if_include", "lo", 1);
-  setenv("OMPI_MCA_oob_tcp_if_include", "lo", 1);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-  setenv("OMPI_MCA_btl", "self,vader,tcp", 1);
-  setenv("LSAN_OPTIONS", "suppressions=" LOCKSTEP_LSAN_SUPPRESSIONS ":fast_unwind_on_malloc=0", 1);
-  return true;
-}();
 
 RunResult mpirun(int np, const std::vector<std::string>& args) {
   return run(LOCKSTEP_MPIEXEC, std::vector<std::string>{"-np", std::to_string(np), kCli} + args);

@@ -11,7 +11,7 @@
 namespace lockstep::e2e {
 namespace {
 
-// The synthetic job on two devices, 62-byte buckets (3 of the default MLP's 4 tensors), with
+// The synthetic job on two devices, 62-byte buckets (3 for the default MLP's 4 tensors), with
 // `flags` appended; the saved weights' bytes.
 std::string trained_weights(const TempDir& dir, const std::vector<std::string>& flags,
                             const std::string& name) {

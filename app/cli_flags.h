@@ -23,7 +23,8 @@ void add_model_flags(CLI::App& app, ModelOptions& m);
 /// (train, gpt: models; cli_iteration_flags.cpp).
 void add_iteration_flags(CLI::App& train, TrainOptions& c);
 
-/// After parsing: which epoch-only and iteration-only flags were given, and --optimizer.
+/// After parsing: which epoch-only and iteration-only flags were given, --optimizer and
+/// --bucket-cap-mb.
 void record_given_flags(const CLI::App& train, TrainOptions& c);
 
 /// Adds the `generate` subcommand and its flags (cli_generate.cpp).

@@ -59,6 +59,7 @@ void record_given_flags(const CLI::App& train, TrainOptions& c) {
                            "--min-lr", "--lr-decay-iters"})
     if (train.count(flag) > 0) c.iteration_flags_given.emplace_back(flag);
   c.optimizer_given = train.count("--optimizer") > 0;
+  c.bucket_cap_given = train.count("--bucket-cap-mb") > 0;
 }
 
 }  // namespace lockstep::app

@@ -134,7 +134,8 @@ void add_train_command(CLI::App& app, CliOptions& options) {
   train
       ->add_option("--bucket-cap-mb", c.bucket_cap_mb,
                    "Gradient bucket capacity in MB (2^20 bytes; DDP's bucket_cap_mb): gradients "
-                   "are reduced in buckets of at most this size, in reverse parameter order" +
+                   "are reduced in buckets of at most this size, in reverse parameter order; "
+                   "the run's header says how many" +
                        dflt("25"))
       ->check(bucket_megabytes());
   train

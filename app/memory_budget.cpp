@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -167,13 +168,21 @@ std::int64_t eval_chunk_rows(const MemoryNeed& need) {
                               : std::max<std::int64_t>(1, static_cast<std::int64_t>(rows));
 }
 
+int zero_state_shards(const TrainOptions& o, int world) { return o.zero && world > 1 ? world : 1; }
+
 void check_training_memory(const std::string& what, const MemoryNeed& need, std::int64_t replicas,
-                           int optimizer_slots, std::int64_t batch, const std::string& note) {
+                           int optimizer_slots, int state_shards, std::int64_t batch,
+                           const std::string& note) {
   const std::optional<AvailableMemory> have = available_memory();
   if (!have) return;  // unknown: let the allocator decide
   const long double weights = need.params * kFloat;
   const long double grad_copies = static_cast<long double>(replicas > 1 ? replicas + 1 : 1);
-  const long double state = weights * (1.0L + grad_copies + optimizer_slots);
+  // --zero: this rank's shard, ceil(params / ranks) elements per slot. It approximates the
+  // partition (src/parallel/zero_partition.cpp), which cuts each DDP bucket of m elements into
+  // chunks of ceil(m / ranks): a shard exceeds params / ranks by less than one element a bucket.
+  const long double shard = std::ceil(need.params / static_cast<long double>(state_shards));
+  const long double state =
+      weights * (1.0L + grad_copies) + shard * kFloat * static_cast<long double>(optimizer_slots);
   const long double activations =
       need.activations_per_sample * kFloat * 2.0L * static_cast<long double>(batch);
   const long double evaluation = std::min(
@@ -183,21 +192,23 @@ void check_training_memory(const std::string& what, const MemoryNeed& need, std:
   if (total <= have->bytes) return;
   char count[64];
   std::snprintf(count, sizeof count, need.params < 1e15L ? "%.0Lf" : "%.3Lg", need.params);
-  throw ValueError(what + ": training needs about " + human_bytes(total) +
-                   " of memory, more than the " + human_bytes(have->bytes) + " available (" +
-                   have->source + "): the weights of " + count + " parameters (" +
-                   human_bytes(weights) + "), their gradients (" +
-                   (replicas > 1 ? std::to_string(replicas) + " devices' and the reduced ones"
-                                 : std::string("one copy")) +
-                   ") and optimizer state (" + std::to_string(optimizer_slots) + " per weight): " +
-                   human_bytes(state) + "; the activations of a batch of " + std::to_string(batch) +
-                   ": " + human_bytes(activations) + "; evaluation: " + human_bytes(evaluation) +
-                   "; BLAS buffers and threads: " + human_bytes(runtime) +
-                   " (use a smaller --model or --batch-size, or fewer --devices)" + note);
+  throw ValueError(
+      what + ": training needs about " + human_bytes(total) + " of memory, more than the " +
+      human_bytes(have->bytes) + " available (" + have->source + "): the weights of " + count +
+      " parameters (" + human_bytes(weights) + "), their gradients (" +
+      (replicas > 1 ? std::to_string(replicas) + " devices' and the reduced ones"
+                    : std::string("one copy")) +
+      ") and optimizer state (" + std::to_string(optimizer_slots) + " per weight" +
+      (state_shards > 1 ? ", this rank's 1/" + std::to_string(state_shards) + " of it with --zero"
+                        : std::string()) +
+      "): " + human_bytes(state) + "; the activations of a batch of " + std::to_string(batch) +
+      ": " + human_bytes(activations) + "; evaluation: " + human_bytes(evaluation) +
+      "; BLAS buffers and threads: " + human_bytes(runtime) +
+      " (use a smaller --model or --batch-size, or fewer --devices)" + note);
 }
 
 MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
-                            std::int64_t replicas, nn::Module* model) {
+                            std::int64_t replicas, int world, nn::Module* model) {
   if ((model == nullptr) != spec.mlp.has_value()) return {};
   const MemoryNeed need = spec.mlp ? mlp_memory_need(*spec.mlp) : model_memory_need(*model, data);
   const std::string note =
@@ -207,7 +218,8 @@ MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const 
                            : spec.network.empty() ? spec.where + " " + spec.str()
                                                   : spec.where;
   check_training_memory(what, need, replicas, optimizer_state_slots(o.optimizer, o.momentum),
-                        std::min(o.batch_size, data.train_x.size(0)), note);
+                        zero_state_shards(o, world), std::min(o.batch_size, data.train_x.size(0)),
+                        note);
   return need;
 }
 

@@ -2,9 +2,9 @@
 // fit passed a check that counted two copies of its weights against the machine's RAM, then
 // thrashed and took the host down (OOM killer, status 137, no message). The estimate counts the
 // weights (CPU replicas read the master's in place), every replica's gradients and the reduced
-// ones, the optimizer state, and the activations of one batch (kept for backward, and their
-// gradients) plus one evaluation chunk and 144 MiB per kernel thread (OpenBLAS's buffer, the
-// stack), against the memory actually available: the smallest of
+// ones, the optimizer state (--zero: this rank's shard), and the activations of one batch (kept
+// for backward, and their gradients) plus one evaluation chunk and 144 MiB per kernel thread
+// (OpenBLAS's buffer, the stack), against the memory actually available: the smallest of
 // MemAvailable, the cgroup's limit less its usage, and `ulimit -v` less this process's size.
 // Evaluation (validation, `lockstep eval`) runs in chunks whose activations stay under 256 MiB.
 #pragma once
@@ -59,15 +59,22 @@ std::int64_t eval_chunk_rows(const MemoryNeed& need);
 
 /// The run's check, made twice by `lockstep train`: with `model` null, before the model is built,
 /// for an mlp (from its widths: an absurd one is refused before it is allocated); with the built
-/// `model`, for any other model (measured). `replicas`: the devices of this process. Returns the
-/// need (zero when this call had nothing to check), for eval_chunk_rows.
+/// `model`, for any other model (measured). `replicas`: the devices of this process; `world`: the
+/// job's ranks (with --zero each keeps 1/world of the optimizer state, zero_state_shards).
+/// Returns the need (zero when this call had nothing to check), for eval_chunk_rows.
 MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
-                            std::int64_t replicas, nn::Module* model);
+                            std::int64_t replicas, int world, nn::Module* model);
+
+/// How many ranks share the optimizer state: `world` with --zero across ranks
+/// (ZeroRedundancyOptimizer), else 1.
+int zero_state_shards(const TrainOptions& o, int world);
 
 /// ValueError naming `what` (the --model), the estimate and its parts, the memory available and
 /// its source, when training `need` on `replicas` devices with `optimizer_slots` state tensors per
-/// parameter and batches of `batch` does not fit; `note` is appended (the default-model note).
+/// parameter, of which this rank keeps 1/`state_shards` (--zero), and batches of `batch` does not
+/// fit; `note` is appended (the default-model note).
 void check_training_memory(const std::string& what, const MemoryNeed& need, std::int64_t replicas,
-                           int optimizer_slots, std::int64_t batch, const std::string& note);
+                           int optimizer_slots, int state_shards, std::int64_t batch,
+                           const std::string& note);
 
 }  // namespace lockstep::app

@@ -111,6 +111,9 @@ struct TrainOptions {
   /// --bucket-cap-mb: gradient bucket capacity in MB of 2^20 bytes (DDP's bucket_cap_mb;
   /// parallel::ReducerOptions::bucket_cap_bytes = max(1, int(MB * 2^20))).
   double bucket_cap_mb = 25.0;
+  /// --bucket-cap-mb was given: the run's header then says how many buckets it made
+  /// (Trainer::buckets_line; without it the output stays the reference program's lines).
+  bool bucket_cap_given = false;
   /// --grad-compression none | bf16: bf16 reduces every gradient bucket in bfloat16 (PyTorch's
   /// bf16_compress_hook; parallel::ReducerOptions::compression); refused with --deterministic.
   std::string grad_compression = "none";

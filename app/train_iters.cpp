@@ -7,6 +7,7 @@
 // of both parts, one line, one --metrics object and one checkpoint.
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "lockstep/lockstep.h"
 #include "metrics.h"
@@ -27,7 +28,10 @@ void Trainer::run_iterations() {
   auto since_eval = Clock::now();
   dp_->train();
   while (global_step_ < o_.max_iters) {
-    auto [x, y] = data::random_windows(text_->train, block, batch, windows_);
+    // Named locals, not a structured binding: the step's lambda captures them, which clang
+    // before 16 refuses for bindings (C++20 allows it).
+    Tensor x, y;
+    std::tie(x, y) = data::random_windows(text_->train, block, batch, windows_);
     const auto [start, count] = local_part(batch);
     if (dist_.world > 1) x = x.narrow(0, start, count), y = y.narrow(0, start, count);
     const std::string at = "iteration " + std::to_string(global_step_ + 1);

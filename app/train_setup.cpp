@@ -10,6 +10,7 @@
 #include "lockstep/lockstep.h"
 #include "lr_schedule.h"
 #include "memory_budget.h"
+#include "message_text.h"
 #include "metrics.h"
 #include "model_spec.h"
 #include "progress.h"
@@ -84,6 +85,13 @@ std::string Trainer::zero_line() const {
          " ranks)\n";
 }
 
+std::string Trainer::buckets_line() const {
+  const auto replicas = static_cast<std::int64_t>(r_.devices.size()) * dist_.world;
+  if (!o_.bucket_cap_given || replicas == 1 || o_.deterministic || o_.quiet) return "";
+  return "gradient buckets: " + std::to_string(dp_->gradient_buckets().size()) +
+         " (--bucket-cap-mb " + typed_number(o_.bucket_cap_mb) + ")";
+}
+
 void Trainer::setup() {
   check_combinations(o_);
   check_outputs(o_);  // every rank, so that all refuse alike (only rank 0 writes the files)
@@ -125,14 +133,16 @@ void Trainer::setup() {
       r_.model.mlp = default_mlp_spec(data_.synthetic, data_.features, data_.classes);
     shape_for_model(r_.model, data_);
     // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
-    const MemoryNeed mlp_need = check_run_memory(o_, r_.model, data_, replicas_here, nullptr);
+    const MemoryNeed mlp_need =
+        check_run_memory(o_, r_.model, data_, replicas_here, dist_.world, nullptr);
     model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
                         o_.model.spec.empty()
                             ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                             : "");
-    r_.eval_rows = eval_chunk_rows(
-        r_.model.mlp ? mlp_need
-                     : check_run_memory(o_, r_.model, data_, replicas_here, model_.get()));
+    r_.eval_rows =
+        eval_chunk_rows(r_.model.mlp ? mlp_need
+                                     : check_run_memory(o_, r_.model, data_, replicas_here,
+                                                        dist_.world, model_.get()));
     if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   }
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every
@@ -211,11 +221,13 @@ void Trainer::setup() {
                                          .seed = o_.data.seed});
   }
   progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
-  // The run's header: which BatchNorm trains (models without BatchNorm print nothing here).
+  // The run's header: which BatchNorm trains (models without BatchNorm print nothing here) and
+  // (with --bucket-cap-mb) how many gradient buckets the reducer made.
   if (const std::string line =
           batchnorm_line(o_, r_.sync_bn, batchnorms, r_.devices.size(), dist_.world);
       !line.empty() && !o_.quiet)
     out_ << line << '\n' << std::flush;
+  if (const std::string line = buckets_line(); !line.empty()) out_ << line << '\n' << std::flush;
   if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
     metrics_ = std::make_unique<MetricsLog>(
         o_.metrics,

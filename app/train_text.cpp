@@ -64,7 +64,8 @@ void Trainer::setup_text_model(std::int64_t replicas) {
   // Checked before the model is allocated (memory_budget.h).
   const MemoryNeed need = gpt_memory_need(g, text_->vocab.size());
   check_training_memory("--model " + g.str(), need, replicas,
-                        optimizer_state_slots(r_.optimizer, o_.momentum), o_.batch_size, "");
+                        optimizer_state_slots(r_.optimizer, o_.momentum),
+                        zero_state_shards(o_, dist_.world), o_.batch_size, "");
   r_.eval_rows = eval_chunk_rows(need);
   // The model from --seed (nanoGPT's init), then the windows from their own generator.
   manual_seed(o_.data.seed);

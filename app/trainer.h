@@ -124,6 +124,12 @@ class Trainer {
   /// parameter elements, R ranks)\n", printed before the summary (measured state_bytes()); ""
   /// otherwise or with --quiet.
   std::string zero_line() const;
+  /// With --bucket-cap-mb given, where a reducer sums the gradients (devices x ranks > 1, not
+  /// --deterministic, whose shards are summed without buckets): "gradient buckets: N
+  /// (--bucket-cap-mb MB)", N the reducer's buckets (DataParallel::gradient_buckets(): reverse
+  /// parameter order, a new bucket where the next parameter would take it past int(MB * 2^20)
+  /// bytes); "" otherwise or with --quiet.
+  std::string buckets_line() const;
   /// The run of a gpt: model from iteration to iteration (train_iters.cpp).
   void run_iterations();
   /// nanoGPT's estimate_loss for one part: the mean loss over --eval-iters batches of

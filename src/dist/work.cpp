@@ -3,6 +3,7 @@
 // format's emulation for backends that do not move two-byte elements themselves.
 #include <cstring>
 
+#include "dist/bf16_round.h"
 #include "lockstep/core/error.h"
 #include "lockstep/dist/process_group.h"
 
@@ -34,18 +35,21 @@ std::shared_ptr<Work> run_now(F&& f) {
 }
 
 // Every element of a float32 CPU tensor rounded to bfloat16 in place.
-void round_to_bfloat16(Tensor& t, const char* op) {
+void round_tensor_to_bfloat16(Tensor& t, const char* op) {
   if (t.dtype() != DType::Float32)
     throw DTypeError(std::string(op) + ": the bfloat16 wire format takes float32 tensors, got " +
                      to_string(t.dtype()));
   if (!t.device().is_cpu())
     throw DeviceError(std::string(op) + ": this backend's bfloat16 wire format takes CPU tensors, "
                       "got one on " + t.device().str());
-  float* p = static_cast<float*>(t.raw_data());
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = from_bfloat16_bits(to_bfloat16_bits(p[i]));
+  detail::round_to_bfloat16(static_cast<float*>(t.raw_data()), t.numel());
 }
 
 }  // namespace
+
+void detail::round_to_bfloat16(float* values, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) values[i] = from_bfloat16_bits(to_bfloat16_bits(values[i]));
+}
 
 std::uint16_t to_bfloat16_bits(float x) {
   std::uint32_t u;
@@ -73,18 +77,18 @@ std::int64_t ProcessGroup::wire_bytes(DType dtype, WireFormat wire) {
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor& tensor, ReduceOp op,
                                                      WireFormat wire) {
   return run_now([&] {
-    if (wire == WireFormat::BFloat16) round_to_bfloat16(tensor, "all_reduce");
+    if (wire == WireFormat::BFloat16) round_tensor_to_bfloat16(tensor, "all_reduce");
     all_reduce(tensor, op);
-    if (wire == WireFormat::BFloat16) round_to_bfloat16(tensor, "all_reduce");
+    if (wire == WireFormat::BFloat16) round_tensor_to_bfloat16(tensor, "all_reduce");
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_async(Tensor& tensor, int dst, ReduceOp op,
                                                  WireFormat wire) {
   return run_now([&] {
-    if (wire == WireFormat::BFloat16) round_to_bfloat16(tensor, "reduce");
+    if (wire == WireFormat::BFloat16) round_tensor_to_bfloat16(tensor, "reduce");
     reduce(tensor, dst, op);
-    if (wire == WireFormat::BFloat16 && rank() == dst) round_to_bfloat16(tensor, "reduce");
+    if (wire == WireFormat::BFloat16 && rank() == dst) round_tensor_to_bfloat16(tensor, "reduce");
   });
 }
 

@@ -2,7 +2,8 @@
 // end: overlap on and off save the same weights (several buckets, two devices); bf16 compression
 // trains to other weights that stay close; the compression is refused with --deterministic and
 // --cuda-graphs; bad values are usage errors (exit 2); a checkpoint does not hold the three, so a
-// run resumes with other values.
+// run resumes with other values; with --bucket-cap-mb the header says how many gradient buckets
+// the reducer made.
 #include <nlohmann/json.hpp>
 
 #include "cli_support.h"
@@ -10,7 +11,7 @@
 namespace lockstep::e2e {
 namespace {
 
-// The synthetic job on two devices, 64-byte buckets (one per tensor of the default MLP), with
+// The synthetic job on two devices, 62-byte buckets (3 for the default MLP's 4 tensors), with
 // `flags` appended; the saved weights' bytes.
 std::string trained_weights(const TempDir& dir, const std::vector<std::string>& flags,
                             const std::string& name) {
@@ -74,6 +75,41 @@ TEST(CliComm, CompressionIsRefusedWithDeterministicAndCudaGraphs) {
   RunResult r = lockstep(
       {"train", "--epochs", "1", "--grad-compression", "none", "--deterministic", "--quiet"});
   EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// With --bucket-cap-mb, the header line with the reducer's bucket count. The default synthetic
+// MLP (mlp:10,5,2) holds,
+// in reverse parameter order, fc2.bias 2, fc2.weight 10, fc1.bias 5 and fc1.weight 50 float32
+// elements; a new bucket starts where the next one would take the open bucket past
+// int(MB * 2^20) bytes: 25 MB one bucket; 104 bytes 68 + 200 (2); 62 bytes 48 + 20 + 200 (3);
+// 1 byte one per tensor (4).
+TEST(CliComm, TheHeaderCountsTheGradientBuckets) {
+  const struct {
+    std::vector<std::string> flags;
+    std::string line;
+  } cases[] = {
+      {{"--bucket-cap-mb", "25"}, "gradient buckets: 1 (--bucket-cap-mb 25)"},
+      {{"--bucket-cap-mb", "0.0001"}, "gradient buckets: 2 (--bucket-cap-mb 1e-04)"},
+      {{"--bucket-cap-mb", "0.00006"}, "gradient buckets: 3 (--bucket-cap-mb 6e-05)"},
+      {{"--bucket-cap-mb", "0.000001"}, "gradient buckets: 4 (--bucket-cap-mb 1e-06)"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = lockstep(
+        std::vector<std::string>{"train", "--epochs", "1", "--devices", "cpu:0,cpu:1"} + c.flags);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(lines_of(r.out).front(), c.line) << r.out;
+  }
+  // Nothing is bucketed on one device or in deterministic mode (its shards are summed whole);
+  // without the flag the output stays the reference program's lines.
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--devices", "cpu:0", "--bucket-cap-mb", "1"},
+        std::vector<std::string>{"--devices", "cpu:0,cpu:1", "--deterministic", "--bucket-cap-mb",
+                                 "1"},
+        std::vector<std::string>{"--devices", "cpu:0,cpu:1"}}) {
+    RunResult r = lockstep(std::vector<std::string>{"train", "--epochs", "1"} + flags);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.find("gradient buckets"), std::string::npos) << r.out;
+  }
 }
 
 TEST(CliComm, AResumedRunMayUseOtherValues) {

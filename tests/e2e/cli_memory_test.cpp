@@ -10,24 +10,11 @@
 namespace lockstep::e2e {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 /// `lockstep args` under `ulimit -v kib`.
 RunResult lockstep_limited(long kib, const std::vector<std::string>& args) {
-  std::vector<std::string> sh{"-c", "ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\"",
-                              kCli};
-  sh.insert(sh.end(), args.begin(), args.end());
-  return run("/bin/sh", sh);
+  std::vector<std::string> command{kCli};
+  command.insert(command.end(), args.begin(), args.end());
+  return run("/bin/sh", with_ulimit_v(kib, command));
 }
 
 // Refused before anything is allocated, exit 2 with the estimate, its parts and the limit

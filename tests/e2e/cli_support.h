@@ -196,6 +196,28 @@ inline RunResult run(const std::string& program, const std::vector<std::string>&
 
 inline RunResult lockstep(const std::vector<std::string>& args) { return run(kCli, args); }
 
+/// Built with ASan or TSan, whose shadow memory reserves terabytes of address space: a test that
+/// runs the CLI under `ulimit -v` (with_ulimit_v) skips there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+/// /bin/sh's arguments that run `command` (a program, then its arguments) under `ulimit -v kib`
+/// (KiB of address space): run("/bin/sh", with_ulimit_v(kib, {kCli, "train", ...})).
+inline std::vector<std::string> with_ulimit_v(long kib, const std::vector<std::string>& command) {
+  std::vector<std::string> sh{"-c", "ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\""};
+  sh.insert(sh.end(), command.begin(), command.end());
+  return sh;
+}
+
 inline std::string command_text(const std::vector<std::string>& args) {
   std::string cmd = "lockstep";
   for (const auto& a : args) cmd += " " + a;

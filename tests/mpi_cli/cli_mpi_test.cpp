@@ -8,13 +8,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "e2e/cli_support.h"
 #include "lockstep/cuda/runtime.h"
 #include "lockstep/io/safetensors.h"
+#include "mpirun_env.h"
 #include "support/golden.h"
 #include "support/golden_cli.h"
 #include "support/tolerance.h"
@@ -23,20 +23,6 @@ namespace lockstep::e2e {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Root may run mpirun here (CI containers), traffic stays on loopback, and 4 ranks may share 2
-// cores.
-const bool kMpiEnv = [] {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  setenv("OMPI_MCA_btl_tcp_if_include", "lo", 1);
-  setenv("OMPI_MCA_oob_tcp_if_include", "lo", 1);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-  setenv("OMPI_MCA_btl", "self,vader,tcp", 1);
-  // ASan builds: OpenMPI's own allocations at exit are not ours (see tests/mpi/lsan.supp)
-  setenv("LSAN_OPTIONS", "suppressions=" LOCKSTEP_LSAN_SUPPRESSIONS ":fast_unwind_on_malloc=0", 1);
-  return true;
-}();
 
 struct Timed {
   RunResult r;

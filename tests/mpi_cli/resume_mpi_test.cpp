@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "e2e/cli_support.h"
+#include "mpirun_env.h"
 
 namespace lockstep::e2e {
 namespace {

@@ -4,30 +4,20 @@
 // reduce-scatters the gradients, the same weights as plain DDP, and with --clip-grad-norm
 // allclose to them); resumed with --zero on 3 ranks it ends with the bits of one uninterrupted
 // process; a gpt: model (AdamW's weight-decay groups, --clip-grad-norm) on 2 ranks x 2 devices
-// gives one process's bits, and rank 0 reports the state it holds.
+// gives one process's bits, and rank 0 reports the state it holds; the memory check counts a
+// rank's shard of the state.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "e2e/cli_support.h"
 #include "lockstep/io/safetensors.h"
+#include "mpirun_env.h"
 #include "support/tolerance.h"
 
 namespace lockstep::e2e {
 namespace {
-
-const bool kMpiEnv = [] {  // as cli_mpi_test.cpp: root, loopback, 3 ranks on 2 cores
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  setenv("OMPI_MCA_btl_tcp_if_include", "lo", 1);
-  setenv("OMPI_MCA_oob_tcp_if_include", "lo", 1);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-  setenv("OMPI_MCA_btl", "self,vader,tcp", 1);
-  setenv("LSAN_OPTIONS", "suppressions=" LOCKSTEP_LSAN_SUPPRESSIONS ":fast_unwind_on_malloc=0", 1);
-  return true;
-}();
 
 RunResult mpirun(int np, const std::vector<std::string>& args) {
   return run(LOCKSTEP_MPIEXEC, std::vector<std::string>{"-np", std::to_string(np), kCli} + args);
@@ -89,6 +79,28 @@ TEST(MpiCliZero, ClipGradNormFromTheShardsIsCloseToTheWholeGradients) {
              want = safetensors::load_file(dir / "--no-zero");
   for (const auto& [name, t] : want.tensors)
     EXPECT_TRUE(testing::AllClose(got.at(name), t, 1e-4, 1e-6)) << name;
+}
+
+// The memory check counts this rank's shard of the optimizer state (it counted all of it, and so
+// could refuse a --zero run that fits). mlp:10,40000000,2 with Adam: 520000002 parameters, the
+// weights and one gradient copy 2 x 1.94 GiB, Adam's two slots 3.87 GiB whole and 1.94 GiB a rank
+// of 2 with --zero. Refused either way under ulimit -v 1 GiB, naming the parts.
+TEST(MpiCliZero, TheMemoryCheckCountsThisRanksShardOfTheState) {
+  if (kSanitized) GTEST_SKIP() << "ulimit -v breaks the sanitizers' shadow memory";
+  for (const bool zero : {false, true}) {
+    std::vector<std::string> train{kCli,          "train", "--model",  "mlp:10,40000000,2",
+                                   "--optimizer", "adam",  "--epochs", "1"};
+    if (zero) train.push_back("--zero");
+    const RunResult r = run(LOCKSTEP_MPIEXEC, std::vector<std::string>{"-np", "2", "/bin/sh"} +
+                                                  with_ulimit_v(1 << 20, train));
+    EXPECT_EQ(r.status, 2) << r.err;
+    const std::string state =
+        zero ? "optimizer state (2 per weight, this rank's 1/2 of it with --zero): 5.8 GiB;"
+             : "optimizer state (2 per weight): 7.7 GiB;";
+    for (const std::string& m :
+         {std::string("rank 0: --model mlp:10,40000000,2: training needs about"), state})
+      EXPECT_NE(r.err.find(m), std::string::npos) << m << " missing in " << r.err;
+  }
 }
 
 TEST(MpiCliZero, RanksMustAgreeOnIt) {

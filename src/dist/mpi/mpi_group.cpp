@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 
+#include "dist/bf16_round.h"
 #include "dist/reduce_op.h"
 
 namespace lockstep::dist::mpi_detail {
@@ -179,8 +180,7 @@ void MpiGroup::all_reduce_wire(Tensor& t, ReduceOp op, WireFormat wire) {
   if (numel == 0) return;
   float* values = bf16 ? static_cast<float*>(t.raw_data()) : nullptr;
   if (size_ == 1) {  // the emulation's two roundings, which are one
-    for (std::int64_t i = 0; bf16 && i < numel; ++i)
-      values[i] = from_bfloat16_bits(to_bfloat16_bits(values[i]));
+    if (bf16) detail::round_to_bfloat16(values, numel);
     return;
   }
   call.pin(t);

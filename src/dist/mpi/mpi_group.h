@@ -1,5 +1,6 @@
 // The "mpi" ProcessGroup (internal): one object per process, over duplicates of MPI_COMM_WORLD.
-// mpi_group.cpp has the collectives, mpi_wait.cpp the polling, roll call and error reporting,
+// mpi_group.cpp has the collectives, mpi_wait.cpp the polling and error reporting, mpi_agree.cpp
+// the argument check across ranks, mpi_roll_call.cpp the roll call and failure notices,
 // mpi_init.cpp init_mpi / finalize_mpi.
 #pragma once
 
@@ -198,5 +199,8 @@ class MpiGroup final : public ProcessGroup {
 
 // MPI_Error_string of `rc`.
 std::string error_string(int rc);
+
+// The collective's name in errors ("all_reduce"); defined in mpi_agree.cpp.
+const char* kind_name(Kind k);
 
 }  // namespace lockstep::dist::mpi_detail

@@ -1,5 +1,5 @@
 // The NCCL entry points of a build without the CUDA backend (LOCKSTEP_CUDA=OFF): CMake compiles
-// this file instead of src/dist/nccl/nccl_group.cpp.
+// this file instead of the files of src/dist/nccl/ (nccl_group.h lists them).
 #include "lockstep/dist/nccl.h"
 
 namespace lockstep::dist {

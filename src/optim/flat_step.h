@@ -1,7 +1,7 @@
 // Internal: whether an optimizer's parameters can be updated by ONE kernel launch over a flat
 // buffer, and the segment table of that launch. Pure host code over addresses and sizes (no
 // tensor, no device), so it is tested without a GPU (tests/optim/flat_step_test.cpp); the
-// optimizers (src/optim/optimizer.cpp) feed it their parameters and gradients on a GPU.
+// optimizers (src/optim/optimizer_step.cpp) feed it their parameters and gradients on a GPU.
 //
 // A layout is flat when
 //   - every parameter with elements is a view of ONE storage, no two of them overlap, and each

@@ -1,16 +1,14 @@
+// GradientReducer (lockstep/parallel/gradient_reducer.h): the gradient buffer and its buckets,
+// the hooks that mark a parameter's gradient ready during backward, and the end of a step
+// (finalize / abandon: the remaining buckets, the flags, the fused update). The flags are in
+// gradient_reducer_flags.cpp, the buckets' collectives in gradient_reducer_collectives.cpp.
 #include "lockstep/parallel/gradient_reducer.h"
 
 #include <algorithm>
-#include <cstring>
-#include <exception>
-#include <span>
-#include <vector>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/autograd/node.h"
-#include "lockstep/cuda/graph.h"
 #include "lockstep/ops/ops.h"
-#include "ops/op_utils.h"
 
 namespace lockstep::parallel {
 
@@ -147,164 +145,6 @@ void GradientReducer::set_update(std::function<void(std::int64_t, std::int64_t)>
         "GradientReducer: a fused update reads every sum; the reduce-scatter (ZeRO's) "
         "leaves each member only its chunk");
   update_ = std::move(update);
-}
-
-// Writes this rank's has-grad flags and completion flag in front of the gradients.
-void GradientReducer::write_flags() {
-  const std::size_t n = flat_.params.size();
-  if (!grad_.device().is_cpu() && cuda::is_current_stream_capturing(grad_.device().index)) {
-    // Captured into a CUDA graph: no upload (a replay would re-read the staging buffer); each
-    // flag is a fill with its value in the kernel's arguments, which the graph keeps.
-    NoGradGuard no_grad;
-    for (std::size_t k = 0; k <= n; ++k)
-      narrow(grad_, 0, static_cast<std::int64_t>(k), 1)
-          .fill_(k < n ? (has_grad_[k] ? 1.0 : 0.0) : (completed_ ? 1.0 : 0.0));
-    return;
-  }
-  if (!grad_.device().is_cpu()) {
-    // A GPU buffer: the flags are made on the host and copied in front of the gradients.
-    std::vector<double> f(n + 1);
-    for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? 1.0 : 0.0;
-    f[n] = completed_ ? 1.0 : 0.0;
-    NoGradGuard no_grad;
-    narrow(grad_, 0, 0, static_cast<std::int64_t>(n) + 1)
-        .copy_(tensor(std::span<const double>(f)).to(grad_.dtype()));
-    return;
-  }
-  lockstep::detail::visit_float(grad_.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    T* f = grad_.data_ptr<T>();
-    for (std::size_t k = 0; k < n; ++k) f[k] = has_grad_[k] ? T(1) : T(0);
-    f[n] = completed_ ? T(1) : T(0);
-  });
-}
-
-// After the flags' reduction: which parameters got a gradient on any rank, how many completed.
-void GradientReducer::read_flags() {
-  const std::size_t n = flat_.params.size();
-  if (!grad_.device().is_cpu() && cuda::is_current_stream_capturing(grad_.device().index)) {
-    // Captured into a CUDA graph (one rank only, see DataParallel's graph rules): the reduced
-    // flags of a group of one are this rank's own, known on the host; nothing is read back.
-    if (group_->size() != 1)
-      throw ValueError(
-          "GradientReducer: CUDA graph capture needs a process group of one rank "
-          "(this one has " +
-          std::to_string(group_->size()) +
-          "): the has-gradient flags of other ranks would be read on the host");
-    completed_ranks_ = completed_ ? 1 : 0;
-    return;
-  }
-  if (!grad_.device().is_cpu()) {
-    // A GPU buffer: one copy of the reduced flags to the host (waits for the reduction).
-    const auto f = narrow(grad_, 0, 0, static_cast<std::int64_t>(n) + 1).to_vector<double>();
-    for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
-    completed_ranks_ = static_cast<int>(f[n] + 0.5);
-    return;
-  }
-  lockstep::detail::visit_float(grad_.dtype(), [&](auto zero) {
-    const auto* f = grad_.data_ptr<decltype(zero)>();
-    for (std::size_t k = 0; k < n; ++k) has_grad_[k] = f[k] > 0 ? 1 : 0;
-    completed_ranks_ = static_cast<int>(f[n] + 0.5);
-  });
-}
-
-bool GradientReducer::flags_ride() const {
-  return !update_ && options_.compression == dist::WireFormat::Native && !options_.scatter;
-}
-
-void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue) {
-  NoGradGuard no_grad;
-  const Bucket& bucket = buckets_[b];
-  // Slices that got no gradient on this rank contribute zeros.
-  for (std::size_t k : bucket.params)
-    if (!written_[k]) {
-      flat_.view_of(grad_view_, k).zero_();
-      written_[k] = 1;
-    }
-  // The last bucket may carry the flags, which sit just in front of it (flags_ride()).
-  const bool flags = b + 1 == buckets_.size() && flags_ride();
-  if (flags) write_flags();
-  const std::int64_t lo = flags ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
-  if (options_.scatter) return start_scatter(bucket.lo, bucket.hi);
-  if (!epilogue) {
-    start(lo, hi, options_.compression);
-    return;
-  }
-  // The fused update's last bucket (reduce_rest_with_update): blocking, the update its epilogue.
-  Tensor slice = narrow(grad_, 0, lo, hi - lo);
-  group_->reduce(slice, root_, dist::ReduceOp::Sum, *epilogue);
-  if (group_->size() > 1)
-    bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
-}
-
-void GradientReducer::start(std::int64_t lo, std::int64_t hi, dist::WireFormat wire) {
-  Tensor slice = narrow(grad_, 0, lo, hi - lo);
-  if (!grad_.device().is_cpu() && cuda::is_current_stream_capturing(grad_.device().index)) {
-    // Captured into a CUDA graph: the blocking call, so that nothing started is left pending
-    // across the capture (the graph holds what it enqueued on this stream).
-    if (wire != dist::WireFormat::Native)
-      throw ValueError(
-          "GradientReducer: bfloat16 gradient compression is not captured into CUDA graphs");
-    if (root_ < 0)
-      group_->all_reduce(slice, dist::ReduceOp::Sum);
-    else
-      group_->reduce(slice, root_, dist::ReduceOp::Sum);
-  } else {
-    pending_.push_back({root_ < 0 ? group_->all_reduce_async(slice, dist::ReduceOp::Sum, wire)
-                                  : group_->reduce_async(slice, root_, dist::ReduceOp::Sum, wire),
-                        slice});
-  }
-  if (group_->size() > 1)  // a group of one moves nothing
-    bytes_reduced_ += slice.numel() * dist::ProcessGroup::wire_bytes(slice.dtype(), wire);
-}
-
-void GradientReducer::start_scatter(std::int64_t lo, std::int64_t hi) {
-  const int n = group_->size();
-  const std::int64_t c = (hi - lo + n - 1) / n;
-  Pending p;
-  for (int j = 0; j < n; ++j) {
-    const std::int64_t a = std::min(hi, lo + j * c), e = std::min(hi, a + c);
-    Tensor in = narrow(grad_view_, 0, a, e - a);
-    if (j == group_->rank()) p.chunk = in;
-    if (e - a < c) {  // a short chunk travels padded with zeros
-      Tensor padded = zeros({c}, grad_view_.options());
-      narrow(padded, 0, 0, e - a).copy_(in);
-      in = padded;
-    }
-    p.inputs.push_back(in);
-  }
-  // The output is a buffer of its own: this member's input chunk stays intact until the wait.
-  p.slice = zeros({c}, grad_view_.options());
-  p.work = group_->reduce_scatter_async(p.slice, p.inputs, dist::ReduceOp::Sum);
-  pending_.push_back(std::move(p));
-  if (n > 1) bytes_reduced_ += (hi - lo) * static_cast<std::int64_t>(element_size(grad_.dtype()));
-}
-
-void GradientReducer::wait_pending() {
-  std::exception_ptr first;
-  for (Pending& p : pending_) try {
-      p.work->wait();
-      if (p.chunk.defined()) {  // a reduce-scatter: the chunk into its place in the buffer
-        NoGradGuard no_grad;
-        p.chunk.copy_(narrow(p.slice, 0, 0, p.chunk.numel()));
-      }
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  // Kept until the next step: an error object is shared with the thread that ran the collective,
-  // and the caller still reads it after this call (ThreadSanitizer cannot see the uninstrumented
-  // exception_ptr's count; dropping the Work here could leave its last release to that thread).
-  for (Pending& p : pending_) waited_.push_back(std::move(p.work));
-  pending_.clear();
-  if (first) std::rethrow_exception(first);
-}
-
-void GradientReducer::discard() {
-  if (pending_.empty()) return;
-  try {
-    wait_pending();
-  } catch (...) {
-  }
 }
 
 void GradientReducer::abandon() {

@@ -1,6 +1,7 @@
 // The "mpi" ProcessGroup (internal): one object per process, over duplicates of MPI_COMM_WORLD.
-// mpi_group.cpp has the collectives, mpi_wait.cpp the polling, roll call and error reporting,
-// mpi_init.cpp init_mpi / finalize_mpi.
+// mpi_group.cpp has the collectives, mpi_all_reduce.cpp all_reduce, mpi_wait.cpp the polling and
+// error reporting, mpi_agree.cpp the argument check across ranks, mpi_roll_call.cpp the roll call
+// and failure notices, mpi_init.cpp init_mpi / finalize_mpi.
 #pragma once
 
 // MPI's C API only: without these, OpenMPI's and MPICH's mpi.h pull in their deprecated C++
@@ -198,5 +199,17 @@ class MpiGroup final : public ProcessGroup {
 
 // MPI_Error_string of `rc`.
 std::string error_string(int rc);
+
+// The collective's name in errors ("all_reduce"); defined in mpi_agree.cpp.
+const char* kind_name(Kind k);
+
+// The collectives' shared pieces (mpi_group.cpp): the MPI datatype of a dtype, this rank's own
+// check of a tensor argument, the CallInfo of a collective, and the fold of n blocks in rank
+// order.
+MPI_Datatype mpi_type(DType t);
+ArgError check_tensor(const Tensor& t, const std::string& what);
+CallInfo describe(Kind kind, const Tensor& t, std::int64_t op, std::int64_t root);
+void fold(DType dtype, ReduceOp op, const std::vector<const void*>& blocks, std::int64_t m,
+          void* out);
 
 }  // namespace lockstep::dist::mpi_detail

@@ -1,4 +1,4 @@
-// The nccl group's bfloat16 wire format (internal; nccl_group.cpp): float32 values rounded to
+// The nccl group's bfloat16 wire format (internal; nccl_async.cpp): float32 values rounded to
 // bfloat16 bits and widened back, on a stream of the group's device, with the rounding of
 // dist::to_bfloat16_bits (round to nearest even; a NaN stays a quiet NaN) so that the host
 // emulation and the GPU round alike.

@@ -1,4 +1,4 @@
-// The benchmarks' `--name=value` command-line options (bench_cnn, bench_gpt).
+// The benchmarks' `--name=value` command-line options (bench_cnn, bench_gpt, bench_transport).
 #pragma once
 
 #include <cstdlib>

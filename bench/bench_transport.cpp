@@ -38,20 +38,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.h"
 #include "lockstep/lockstep.h"
 
 using namespace lockstep;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double option(int argc, char** argv, const char* name, double fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0)
-      return std::atof(argv[i] + prefix.size());
-  return fallback;
-}
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -152,9 +145,9 @@ int main(int argc, char** argv) {
     dist::finalize_mpi();
     return 2;
   }
-  const auto elems = static_cast<std::int64_t>(option(argc, argv, "bytes", 851968) / 4);
-  const double compute_ms = option(argc, argv, "compute-ms", 25);
-  const int iters = static_cast<int>(option(argc, argv, "iters", 15));
+  const std::int64_t elems = bench::arg(argc, argv, "bytes", 851968) / 4;
+  const double compute_ms = static_cast<double>(bench::arg(argc, argv, "compute-ms", 25));
+  const int iters = static_cast<int>(bench::arg(argc, argv, "iters", 15));
   Tensor a = randn({256, 256}), b = randn({256, 256});
   auto matmuls = [&](int n) {
     for (int i = 0; i < n; ++i) (void)matmul(a, b);

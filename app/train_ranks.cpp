@@ -38,8 +38,10 @@ std::string Trainer::nonfinite_ranks() const {
     if (!std::isfinite(ddp->rank_losses()[r])) bad.push_back(static_cast<int>(r));
   if (bad.empty()) return "";
   std::string s = bad.size() == 1 ? " on rank " : " on ranks ";
-  for (std::size_t i = 0; i < bad.size(); ++i)
-    s += (i ? "," : "") + std::to_string(bad[i]) + on_host(bad[i]);
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(bad[i]) + on_host(bad[i]);
+  }
   return s;
 }
 

@@ -57,7 +57,7 @@ TEST(MpiAsync, AllReduceCompletesWhileTheCallerComputes) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   volatile double sink = 0;  // the computation is not optimised away
   while (!work->is_completed() && std::chrono::steady_clock::now() < give_up)
-    for (int i = 1; i < 100000; ++i) sink += std::sqrt(static_cast<double>(i));
+    for (int i = 1; i < 100000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
   EXPECT_TRUE(work->is_completed()) << "no progress without wait() on rank " << r;
   work->wait();
   EXPECT_TRUE(collectives::same_bits(

@@ -49,6 +49,7 @@ export OPENBLAS_NUM_THREADS=1
 CLI="$(realpath "$BUILD/lockstep")"
 work="$(mktemp -d /tmp/lsh-overlap.XXXXXX)"
 source "$ROOT/tests/multihost/hosts.sh"
+source "$ROOT/bench/shaped_hosts.sh"
 cleanup() { mh_down; rm -rf "$work"; }
 trap cleanup EXIT
 
@@ -84,30 +85,9 @@ TEXT="${TEXT:-$work/fortunes.txt}"
 # --- hosts and links
 mh_up 2
 trap cleanup EXIT  # mh_up set its own (mh_down alone)
-if [[ $RATE == none ]]; then
-  shaping="not shaped (RATE=none: veth at memory speed)"
-elif mh_has_netem; then
-  shaping="netem rate $RATE delay $DELAY"
-  for h in host1 host2; do mh_shape "$h" rate "$RATE" delay "$DELAY"; done
-else
-  # tbf: a 64 KB bucket, a queue of 10 ms (no drops at these sizes). TCP's GSO packets are
-  # capped at 32 KB: tbf cuts a packet longer than its bucket into ~1.4 KB segments in software
-  # (a 64 KB GSO packet with its headers is), ~7x the packets through the veth/bridge path on
-  # the cores the ranks run on, which a NIC's segmentation offload would not cost.
-  shaping="tbf rate $RATE burst 64kb latency 10ms, gso_max_size 32768; NO delay (this kernel has no sch_netem)"
-  for h in host1 host2; do
-    ip -n "$(mh_ns "$h")" link set dev lsh0 gso_max_size 32768 || mh_fail "gso_max_size on $h"
-    ip netns exec "$(mh_ns "$h")" tc qdisc replace dev lsh0 root tbf rate "$RATE" burst 64kb \
-      latency 10ms || mh_fail "tc tbf on $h"
-  done
-fi
+shaping=$(shape_links "$RATE" "$DELAY")
 echo "== links: each host's egress: $shaping"
-# mpirun must not bind (each namespace host would bind its rank to "its" core 0): pin.sh pins.
-printf '#!/bin/sh\nexec timeout 300 mpirun --bind-to none "$@"\n' >"$work/mpirun"
-# shellcheck disable=SC2016 # expanded by pin.sh, in the rank's host
-printf '#!/bin/sh\nh=$(hostname); exec taskset -c $((${h#host} - 1)) "$@"\n' >"$work/pin.sh"
-chmod +x "$work/mpirun" "$work/pin.sh"
-export MH_MPIRUN="$work/mpirun" MH_EXPORT="OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS ${EXPORT:-}"
+pin_ranks "$work" "OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS ${EXPORT:-}"
 
 has_flags=0
 [[ "$("$CLI" train --help)" == *--comm-overlap* ]] && has_flags=1

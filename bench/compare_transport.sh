@@ -3,40 +3,33 @@
 # overlaps, by transport (bench/bench_transport.cpp): Lockstep's mpi backend (Open MPI's TCP
 # transport, polled) against a TCP socket driven by poll(). 2 namespace hosts x 1 rank
 # (tests/multihost/hosts.sh), each rank pinned to one CPU (host1 -> CPU 0, host2 -> CPU 1),
-# links shaped as bench/compare_overlap.sh shapes them (tbf RATE, 64 KB bucket, GSO capped at
-# 32 KB; no delay: this kernel has no sch_netem). Root (network namespaces); a benchmark.
+# links shaped as bench/compare_overlap.sh shapes them (bench/shaped_hosts.sh: netem RATE + DELAY
+# where the kernel has it, else tbf RATE with GSO capped at 32 KB and no delay). Root (network
+# namespaces); a benchmark.
 #   bench/compare_transport.sh [BUILD_DIR]
 #   env: BYTES="851968 3407872" (the CNN's and the GPT's gradients) COMPUTE_MS=25 ITERS=15
-#        RATE=1gbit (none: unshaped)
+#        RATE=1gbit (none: unshaped) DELAY=0.2ms
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
 BYTES="${BYTES:-851968 3407872}" COMPUTE_MS="${COMPUTE_MS:-25}" ITERS="${ITERS:-15}"
-RATE="${RATE:-1gbit}"
+RATE="${RATE:-1gbit}" DELAY="${DELAY:-0.2ms}"
 source "$ROOT/bench/openblas_env.sh"
 export OPENBLAS_NUM_THREADS=1
 cmake --build "$BUILD" --target bench_transport >/dev/null
 BENCH="$(realpath "$BUILD/bench/bench_transport")"
 work="$(mktemp -d /tmp/lsh-transport.XXXXXX)"
 source "$ROOT/tests/multihost/hosts.sh"
+source "$ROOT/bench/shaped_hosts.sh"
 mh_up 2
 trap 'mh_down; rm -rf "$work"' EXIT
-if [[ $RATE != none ]]; then
-  for h in host1 host2; do
-    ip -n "$(mh_ns "$h")" link set dev lsh0 gso_max_size 32768
-    ip netns exec "$(mh_ns "$h")" tc qdisc replace dev lsh0 root tbf rate "$RATE" burst 64kb \
-      latency 10ms
-  done
-fi
-printf '#!/bin/sh\nexec timeout 300 mpirun --bind-to none "$@"\n' >"$work/mpirun"
-# shellcheck disable=SC2016 # expanded by pin.sh, in the rank's host
-printf '#!/bin/sh\nh=$(hostname); exec taskset -c $((${h#host} - 1)) "$@"\n' >"$work/pin.sh"
-chmod +x "$work/mpirun" "$work/pin.sh"
-export MH_MPIRUN="$work/mpirun" MH_EXPORT="OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS"
+shaping=$(shape_links "$RATE" "$DELAY")
+pin_ranks "$work" "OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'); git $(git -C "$ROOT" rev-parse --short HEAD);" \
   "$(awk -F: '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores, kernel $(uname -r)"
-echo "== links: ${RATE} (tbf, 64 KB bucket, gso_max_size 32768; no delay); ranks pinned, 1 thread"
+echo "== links: each host's egress: $shaping; ranks pinned, 1 thread"
 for b in $BYTES; do
   mh_mpirun host1,host2 2 "$work/pin.sh" "$BENCH" --bytes="$b" --compute-ms="$COMPUTE_MS" \
-    --iters="$ITERS" 2>&1 | grep -v '^\[' | { [[ $b == "${BYTES%% *}" ]] && cat || tail -n +2; }
+    --iters="$ITERS" 2>&1 | grep -v '^\[' |
+    if [[ $b == "${BYTES%% *}" ]]; then cat; else tail -n +2; fi
 done

@@ -9,7 +9,12 @@
 //   kill   rank 1 kills itself (SIGKILL)
 // In the last three, mpirun must end the job long before TIMEOUT_SECONDS. MODE with "_async"
 // appended (stop_async, notify_async): the survivors start the collective with all_reduce_async
-// and the failure must come out of its wait().
+// and the failure must come out of its wait(). Bad set-ups of the data path (socket_mesh.h), every
+// rank printing init_mpi's or the collective's error:
+//   data_env   LOCKSTEP_MPI_DATA=bogus on every rank
+//   split_env  LOCKSTEP_MPI_DATA=mpi on rank 1 only
+//   ifname     LOCKSTEP_SOCKET_IFNAME=nosuch0 on rank 1 only
+//   mismatch   argument checks off, rank 1 all-reduces 999 elements where the others take 1000
 // Every rank writes its pid to $MPI_FAULT_PID_DIR/pid.RANK (when set), so the script can clean
 // up a rank that is still stopped. Survivors print one line per event, prefixed "rank R:", and
 // exit with status 4 (the CLI's status for a distributed failure).
@@ -37,20 +42,33 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: mpi_fault stop|exit|throw|kill|notify[_async] TIMEOUT_SECONDS\n");
+    std::fprintf(stderr,
+                 "usage: mpi_fault stop|exit|throw|kill|notify[_async]|data_env|split_env|ifname|"
+                 "mismatch TIMEOUT_SECONDS\n");
     return 2;
   }
   std::string mode = argv[1];
   const bool async = mode.size() > 6 && mode.ends_with("_async");
   if (async) mode.resize(mode.size() - 6);
   const double timeout = std::atof(argv[2]);
+  const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
+  const bool rank1 = rank_env && std::string(rank_env) == "1";
+  if (mode == "data_env") setenv("LOCKSTEP_MPI_DATA", "bogus", 1);
+  if (mode == "split_env" && rank1) setenv("LOCKSTEP_MPI_DATA", "mpi", 1);
+  if (mode == "ifname" && rank1) setenv("LOCKSTEP_SOCKET_IFNAME", "nosuch0", 1);
   // Start-up (all ranks in, pids written) with a long timeout, then the short one under test.
-  auto g = dist::init_mpi({.timeout_seconds = 60});
+  std::shared_ptr<dist::ProcessGroup> g;
+  try {
+    g = dist::init_mpi({.timeout_seconds = 60});
+  } catch (const Error& e) {
+    std::printf("rank %s: init_mpi threw: %s\n", rank_env ? rank_env : "?", e.what());
+    return 4;
+  }
   const int rank = g->rank();
   if (const char* dir = std::getenv("MPI_FAULT_PID_DIR"))
     std::ofstream(std::string(dir) + "/pid." + std::to_string(rank)) << getpid() << "\n";
   g->barrier();
-  dist::init_mpi({.timeout_seconds = timeout});
+  dist::init_mpi({.timeout_seconds = timeout, .check_arguments = mode != "mismatch"});
 
   if (rank == 1) {
     if (mode == "stop") std::raise(SIGSTOP);
@@ -66,7 +84,7 @@ int main(int argc, char** argv) {
   if (mode == "stop" && rank == 2) std::this_thread::sleep_for(std::chrono::seconds(1));
 
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor x = full({1000}, 1.0);
+  Tensor x = full({mode == "mismatch" && rank == 1 ? 999 : 1000}, 1.0);
   try {
     if (async)
       g->all_reduce_async(x)->wait();

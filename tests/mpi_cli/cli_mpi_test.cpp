@@ -463,6 +463,19 @@ TEST(MpiCli, NcclBackendWithoutAGpuEndsTheJob) {
       << t.r.err;
 }
 
+// A data path that cannot be set up (an interface the host lacks) stops every rank at start-up
+// with status 4, naming the rank, the problem and the variables that fix it.
+TEST(MpiCli, AnUnusableSocketInterfaceEndsTheJobWithStatus4) {
+  Timed t = mpirun(2, {"train", "--epochs", "1"}, {"LOCKSTEP_SOCKET_IFNAME=nosuch0"});
+  EXPECT_EQ(t.r.status, 4) << t.r.err;
+  EXPECT_LT(t.seconds, 30.0);
+  EXPECT_NE(
+      t.r.err.find("rank 0 LOCKSTEP_SOCKET_IFNAME=nosuch0 names no IPv4 interface that is up"),
+      std::string::npos)
+      << t.r.err;
+  EXPECT_NE(t.r.err.find("LOCKSTEP_MPI_DATA=mpi"), std::string::npos) << t.r.err;
+}
+
 TEST(MpiCli, BackendErrors) {
   RunResult r = lockstep({"train", "--backend", "nccl"});
   EXPECT_EQ(r.status, 2) << r.err;

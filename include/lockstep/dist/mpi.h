@@ -1,6 +1,9 @@
 // The "mpi" ProcessGroup backend: one process per rank, started by mpirun (OpenMPI), on one
-// machine or many. Every collective is posted as a non-blocking MPI call and polled until it
-// completes or the group's timeout passes, so a hung, stopped or dead peer becomes a
+// machine or many. MPI launches the ranks and carries the roll call and failure notices; the
+// collectives' bytes travel over TCP connections the group opens between its ranks (non-blocking
+// sockets driven by poll(), as gloo's TCP transport does; LOCKSTEP_MPI_DATA=mpi moves them
+// through MPI's non-blocking collectives instead). Every collective progresses until it completes
+// or the group's timeout passes, so a hung, stopped or dead peer becomes a
 // TimeoutError/DistError on the surviving ranks instead of a hang. Reductions are computed by
 // this library in rank order on every rank (not by MPI's own reduction, whose order is not
 // specified), so results are bit-identical on every rank and to the threads backend.
@@ -68,7 +71,24 @@ struct MpiOptions {
 /// The group's collectives take contiguous CPU tensors of float32, float64 or int64 (DeviceError
 /// otherwise) of at most 2^31 - 1 elements (ValueError). The MPI calls are made on duplicates of
 /// MPI_COMM_WORLD with MPI_ERRORS_RETURN: a failed call throws DistError("mpi all_reduce on rank
-/// 1 of 2: MPI_Ialltoallv failed: <MPI_Error_string>"). A collective that is not complete after
+/// 1 of 2: MPI_Ialltoallv failed: <MPI_Error_string>").
+///
+/// The data path, chosen by the environment when the group is made (the same on every rank, else
+/// DistError; ValueError for another value):
+///   LOCKSTEP_MPI_DATA=sockets (default) one TCP connection between every two ranks, opened here
+///       (collective): each rank listens on an ephemeral port of all its interfaces and publishes
+///       its IPv4 addresses; a lower rank connects to a higher one, on 127.0.0.1 when all ranks
+///       share a host name, else to the addresses sharing a subnet with its own first. Every
+///       transfer carries its collective's tag and byte count, checked by the receiver (DistError
+///       "rank 1 sent 1996 bytes of transfer 2 where this rank expected 2000 bytes ...").
+///       LOCKSTEP_SOCKET_IFNAME=eth1 publishes that interface's addresses only (as
+///       GLOO_SOCKET_IFNAME). A rank that cannot listen or connect makes init_mpi throw DistError
+///       on every rank, naming it, what it tried and these two variables. A closed connection
+///       fails the collective with DistError naming the peer ("the connection to rank 1 closed
+///       (it exited or failed)").
+///   LOCKSTEP_MPI_DATA=mpi  MPI_Ialltoallv / MPI_Iallgatherv / MPI_Iallgather / MPI_Ibcast /
+///       MPI_Ibarrier, polled with MPI_Test (e.g. for a fabric Open MPI reaches and TCP does not).
+/// Both give the same bits (the same slices, folded in the same order). A collective that is not complete after
 /// timeout_seconds throws TimeoutError("mpi all_reduce timed out after 10 s on rank 0 of 2: no
 /// answer from rank 1 (hung, stopped or dead)"): before throwing, the rank calls a roll (a small
 /// message to and from every peer on a separate communicator, answered by any rank that is
@@ -77,13 +97,14 @@ struct MpiOptions {
 /// failure the group is unusable: every later call throws DistError at once.
 ///
 /// Started collectives (*_async, process_group.h) run in order on the group's communication
-/// thread, made by the first one; it progresses their MPI requests off the calling thread (a brief
-/// spin, then a test every 50 us, sleeping in between with the group's lock released, so it does
-/// not take a core from the computation it overlaps and notify_failure() gets through). Their
+/// thread, made by the first one; it progresses them off the calling thread (sockets: asleep in
+/// poll() between events, at most 10 ms at a time; mpi: a brief spin, then a test every 50 us),
+/// with the group's lock released while it sleeps, so it does not take a core from the
+/// computation it overlaps and notify_failure() gets through. Their
 /// errors, timeouts and failed peers included, are thrown by Work::wait(). Every MPI call is made
 /// under the group's lock, one thread at a time: MPI_THREAD_SERIALIZED is enough. With
-/// WireFormat::BFloat16, all_reduce_async / reduce_async move two-byte elements (MPI_UINT16_T)
-/// through the reduce-scatter and the all-gather: the owner of a slice widens every rank's
+/// WireFormat::BFloat16, all_reduce_async / reduce_async move two-byte elements through the
+/// reduce-scatter and the all-gather: the owner of a slice widens every rank's
 /// bfloat16 values to float32, folds them in rank order and rounds once (the base class's
 /// emulation, bit for bit).
 std::shared_ptr<ProcessGroup> init_mpi(MpiOptions options = {});

@@ -1,5 +1,6 @@
 // The MPI group's argument check across ranks (check_arguments): every rank sends what it is
-// about to do (CallInfo) before the collective's data, and all ranks throw the same typed error
+// about to do (CallInfo) before the collective's data (over the group's sockets, or
+// MPI_Iallgather with LOCKSTEP_MPI_DATA=mpi), and all ranks throw the same typed error
 // when they differ or when one rank refused its own arguments.
 #include <string>
 #include <utility>
@@ -74,11 +75,24 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
   info.error = static_cast<std::int64_t>(local.type);
   infos_.resize(static_cast<std::size_t>(size_));
   my_info_ = info;  // a member: MPI reads it until the exchange completes
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallgather(&my_info_, sizeof(CallInfo), MPI_BYTE, infos_.data(), sizeof(CallInfo),
-                       MPI_BYTE, comm_, &request),
-        "MPI_Iallgather");
-  wait(request, "MPI_Iallgather");
+  if (mesh_) {
+    // One tag for every exchange of arguments: ranks that disagree on the collective's number
+    // still exchange them, and the comparison below names the difference.
+    constexpr std::uint64_t kArgumentsTag = ~std::uint64_t{0};
+    infos_[static_cast<std::size_t>(rank_)] = my_info_;
+    for (int j = 0; j < size_; ++j) {
+      if (j == rank_) continue;
+      mesh_->post_send(j, &my_info_, sizeof(CallInfo), kArgumentsTag);
+      mesh_->post_recv(j, &infos_[static_cast<std::size_t>(j)], sizeof(CallInfo), kArgumentsTag);
+    }
+    wait_mesh();
+  } else {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(&my_info_, sizeof(CallInfo), MPI_BYTE, infos_.data(), sizeof(CallInfo),
+                         MPI_BYTE, comm_, &request),
+          "MPI_Iallgather");
+    wait(request, "MPI_Iallgather");
+  }
 
   // Every rank sees the same infos_, so every rank takes the same branch below.
   if (local) throw_typed(local.type, where() + ": " + local.message);

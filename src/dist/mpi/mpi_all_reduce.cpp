@@ -1,11 +1,11 @@
-// The MPI group's all_reduce: a reduce-scatter plus an all-gather, both posted as non-blocking
-// MPI calls: rank j owns elements [numel*j/n, numel*(j+1)/n); MPI_Ialltoallv sends every rank its
-// slice of everyone's tensor, the owner folds the n copies in rank order (rank 0 op rank 1 op ...)
-// with the threads backend's functions (dist/reduce_op.h), and MPI_Iallgatherv returns the
-// reduced slices to every rank. MPI's own reductions are not used: their order is unspecified, so
-// ranks (and runs) could get different bits. The bfloat16 wire format moves uint16 halves through
-// the same two steps. Started collectives (*_async) run this code on the group's communication
-// thread.
+// The MPI group's all_reduce: a reduce-scatter plus an all-gather, over the group's sockets
+// (socket_mesh.h) or as non-blocking MPI calls (LOCKSTEP_MPI_DATA=mpi): rank j owns elements
+// [numel*j/n, numel*(j+1)/n); every rank sends rank j its slice of its tensor (MPI_Ialltoallv), the
+// owner folds the n copies in rank order (rank 0 op rank 1 op ...) with the threads backend's
+// functions (dist/reduce_op.h), and every owner sends its reduced slice to every rank
+// (MPI_Iallgatherv). MPI's own reductions are not used: their order is unspecified, so ranks (and
+// runs) could get different bits. The bfloat16 wire format moves uint16 halves through the same two
+// steps. Started collectives (*_async) run this code on the group's communication thread.
 #include <cstring>
 
 #include "dist/bf16_round.h"
@@ -58,10 +58,21 @@ void MpiGroup::all_reduce_wire(Tensor& t, ReduceOp op, WireFormat wire) {
   }
   auto* recv = static_cast<char*>(scratch(0, static_cast<std::size_t>(mine) * size_ * es));
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ialltoallv(send, scounts_.data(), displs_.data(), type, recv, rcounts_.data(),
-                       rdispls_.data(), type, comm_, &request),
-        "MPI_Ialltoallv");
-  wait(request, "MPI_Ialltoallv");
+  if (mesh_) {
+    for (int j = 0; j < size_; ++j) {
+      if (j == rank_) continue;
+      mesh_->post_send(j, send + static_cast<std::size_t>(displs_[j]) * es,
+                       static_cast<std::size_t>(counts_[j]) * es, tag(0));
+      mesh_->post_recv(j, recv + static_cast<std::size_t>(j) * mine * es,
+                       static_cast<std::size_t>(mine) * es, tag(0));
+    }
+    wait_mesh();
+  } else {
+    check(MPI_Ialltoallv(send, scounts_.data(), displs_.data(), type, recv, rcounts_.data(),
+                         rdispls_.data(), type, comm_, &request),
+          "MPI_Ialltoallv");
+    wait(request, "MPI_Ialltoallv");
+  }
 
   char* my_slice = send + static_cast<std::size_t>(displs_[rank_]) * es;
   if (mine > 0 && !bf16) {  // fewer elements than ranks: some own none
@@ -76,8 +87,8 @@ void MpiGroup::all_reduce_wire(Tensor& t, ReduceOp op, WireFormat wire) {
     fold(t.dtype(), op, blocks_, mine, my_slice);
   } else if (mine > 0) {
     // Every rank's copy widened to float32, folded in rank order, rounded once.
-    auto* wide = static_cast<float*>(
-        scratch(2, static_cast<std::size_t>(mine) * size_ * sizeof(float)));
+    auto* wide =
+        static_cast<float*>(scratch(2, static_cast<std::size_t>(mine) * size_ * sizeof(float)));
     blocks_.resize(static_cast<std::size_t>(size_));
     for (int j = 0; j < size_; ++j) {
       const auto* from = reinterpret_cast<const std::uint16_t*>(
@@ -91,10 +102,20 @@ void MpiGroup::all_reduce_wire(Tensor& t, ReduceOp op, WireFormat wire) {
     for (int i = 0; i < mine; ++i) out[i] = to_bfloat16_bits(wide[i]);
   }
 
-  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, send, counts_.data(), displs_.data(),
-                        type, comm_, &request),
-        "MPI_Iallgatherv");
-  wait(request, "MPI_Iallgatherv");
+  if (mesh_) {
+    for (int j = 0; j < size_; ++j) {
+      if (j == rank_) continue;
+      mesh_->post_send(j, my_slice, static_cast<std::size_t>(mine) * es, tag(1));
+      mesh_->post_recv(j, send + static_cast<std::size_t>(displs_[j]) * es,
+                       static_cast<std::size_t>(counts_[j]) * es, tag(1));
+    }
+    wait_mesh();
+  } else {
+    check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, send, counts_.data(), displs_.data(),
+                          type, comm_, &request),
+          "MPI_Iallgatherv");
+    wait(request, "MPI_Iallgatherv");
+  }
   if (bf16) {
     const auto* bits = reinterpret_cast<const std::uint16_t*>(send);
     for (std::int64_t i = 0; i < numel; ++i) values[i] = from_bfloat16_bits(bits[i]);

@@ -1,12 +1,11 @@
-// The MPI group's object and its collectives other than all_reduce (mpi_all_reduce.cpp): the
-// group's setup (host names, the roll call's receives), broadcast, all_gather, reduce_scatter (an
-// all-to-all of the inputs, folded in rank order as all_reduce folds) and barrier, with the local
-// argument checks and the fold that all_reduce shares. Started collectives (*_async) run this
-// code on the group's communication thread.
+// The MPI group's object: its setup (host names, the roll call's receives, the data path's
+// sockets: socket_mesh.h), and the pieces its collectives share (mpi_all_reduce.cpp,
+// mpi_collectives.cpp): the local argument checks, the MPI datatypes and the fold in rank order.
 #include "dist/mpi/mpi_group.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "dist/reduce_op.h"
@@ -14,20 +13,6 @@
 namespace lockstep::dist::mpi_detail {
 
 namespace {
-
-// `t` must have the element count and dtype of `like` (all_gather outputs, reduce_scatter
-// inputs).
-ArgError check_like(const Tensor& t, const std::string& what, const Tensor& like,
-                    const std::string& like_name) {
-  if (ArgError e = check_tensor(t, what)) return e;
-  if (t.dtype() != like.dtype())
-    return {ArgErrorType::DType, what + " is " + to_string(t.dtype()) + " but " + like_name +
-                                     " is " + to_string(like.dtype())};
-  if (t.numel() != like.numel())
-    return {ArgErrorType::Shape, what + " " + t.shape().str() + " does not match " + like_name +
-                                     " " + like.shape().str()};
-  return {};
-}
 
 // out[i] = ((blocks[0][i] op blocks[1][i]) op blocks[2][i]) ...: the threads backend's order and
 // functions, so the bits are the same. `out` may be blocks[0] or blocks[1] (each element is read
@@ -46,10 +31,14 @@ void fold(ReduceOp op, const std::vector<const void*>& blocks, std::int64_t m, v
   });
 }
 
-void copy_if_distinct(const Tensor& from, Tensor& to) {
-  if (from.raw_data() != to.raw_data() && from.numel() > 0)
-    std::memcpy(to.raw_data(), from.raw_data(),
-                static_cast<std::size_t>(from.numel()) * element_size(from.dtype()));
+// LOCKSTEP_MPI_DATA: "sockets" (or unset) moves the collectives' data over SocketMesh, "mpi"
+// through MPI's own non-blocking collectives.
+bool sockets_chosen() {
+  const char* v = std::getenv("LOCKSTEP_MPI_DATA");
+  if (!v || std::strcmp(v, "sockets") == 0) return true;
+  if (std::strcmp(v, "mpi") == 0) return false;
+  throw ValueError(std::string("init_mpi: LOCKSTEP_MPI_DATA=") + v +
+                   " is not a data path; use sockets (the default) or mpi");
 }
 
 }  // namespace
@@ -121,6 +110,17 @@ MpiGroup::MpiGroup(MPI_Comm comm, MPI_Comm roll, const MpiOptions& options)
   if (size_ > 1) {
     post_ping_receive();
     post_notice_receive();
+    // Every rank must take the same path: {sockets, -sockets} reduced with MIN.
+    int chosen[2] = {sockets_chosen() ? 1 : 0, 0};
+    chosen[1] = -chosen[0];
+    MPI_Allreduce(MPI_IN_PLACE, chosen, 2, MPI_INT, MPI_MIN, comm_);
+    if (chosen[0] != -chosen[1])
+      throw DistError(
+          "init_mpi: the ranks disagree on LOCKSTEP_MPI_DATA (sockets on some, mpi "
+          "on others); set it the same for every rank (mpirun -x)");
+    if (chosen[0] == 1)
+      mesh_ = SocketMesh::connect(comm_, rank_, size_, hosts_.empty(), rank_names_,
+                                  std::clamp(timeout_s_, 1.0, 60.0));
   }
 }
 
@@ -134,9 +134,9 @@ void MpiGroup::gather_hosts() {
       MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
                     MPI_CHAR, comm_) == MPI_SUCCESS) {
     for (std::size_t r = 0; r < n; ++r)
-      hosts_.emplace_back(names.data() + r * MPI_MAX_PROCESSOR_NAME,
-                          strnlen(names.data() + r * MPI_MAX_PROCESSOR_NAME,
-                                  MPI_MAX_PROCESSOR_NAME - 1));
+      hosts_.emplace_back(
+          names.data() + r * MPI_MAX_PROCESSOR_NAME,
+          strnlen(names.data() + r * MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME - 1));
     if (std::all_of(hosts_.begin(), hosts_.end(), [&](const auto& h) { return h == hosts_[0]; }))
       hosts_.clear();
   }
@@ -158,99 +158,6 @@ std::vector<int> MpiGroup::unresponsive_ranks() {
 void* MpiGroup::scratch(std::size_t index, std::size_t bytes) {
   if (scratch_[index].size() < bytes) scratch_[index].resize(bytes);
   return scratch_[index].data();
-}
-
-std::shared_ptr<Work> MpiGroup::all_gather_async(std::vector<Tensor>& outputs,
-                                                 const Tensor& input) {
-  return detail::queue_all_gather(queue_, *this, outputs, input);
-}
-
-std::shared_ptr<Work> MpiGroup::reduce_scatter_async(Tensor& output,
-                                                     const std::vector<Tensor>& inputs,
-                                                     ReduceOp op) {
-  return detail::queue_reduce_scatter(queue_, *this, output, inputs, op);
-}
-
-void MpiGroup::broadcast(Tensor& t, int root) {
-  Call call(*this, Kind::Broadcast);
-  ArgError err = check_tensor(t, "tensor");
-  if (!err && (root < 0 || root >= size_))
-    err = {ArgErrorType::Value, "root " + std::to_string(root) + " out of range for " +
-                                    std::to_string(size_) + " ranks"};
-  agree(describe(Kind::Broadcast, t, -1, root), err);
-  if (size_ == 1 || t.numel() == 0) return;
-  call.pin(t);
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibcast(t.raw_data(), static_cast<int>(t.numel()), mpi_type(t.dtype()), root, comm_,
-                   &request),
-        "MPI_Ibcast");
-  wait(request, "MPI_Ibcast");
-}
-
-void MpiGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  Call call(*this, Kind::AllGather);
-  ArgError err = check_tensor(input, "input");
-  if (!err && static_cast<int>(outputs.size()) != size_)
-    err = {ArgErrorType::Value,
-           "expected " + std::to_string(size_) + " outputs, got " + std::to_string(outputs.size())};
-  for (std::size_t r = 0; r < outputs.size() && !err; ++r)
-    err = check_like(outputs[r], "output " + std::to_string(r), input, "input");
-  agree(describe(Kind::AllGather, input, -1, -1), err);
-  if (size_ == 1) return copy_if_distinct(input, outputs[0]);
-  const std::int64_t numel = input.numel();
-  if (numel == 0) return;
-  call.pin(input);
-  const std::size_t bytes = static_cast<std::size_t>(numel) * element_size(input.dtype());
-  auto* recv = static_cast<char*>(scratch(0, bytes * static_cast<std::size_t>(size_)));
-  const MPI_Datatype type = mpi_type(input.dtype());
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallgather(input.raw_data(), static_cast<int>(numel), type, recv,
-                       static_cast<int>(numel), type, comm_, &request),
-        "MPI_Iallgather");
-  wait(request, "MPI_Iallgather");
-  for (int r = 0; r < size_; ++r) std::memcpy(outputs[r].raw_data(), recv + r * bytes, bytes);
-}
-
-void MpiGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
-  Call call(*this, Kind::ReduceScatter);
-  ArgError err = check_tensor(output, "output");
-  if (!err && static_cast<int>(inputs.size()) != size_)
-    err = {ArgErrorType::Value,
-           "expected " + std::to_string(size_) + " inputs, got " + std::to_string(inputs.size())};
-  for (std::size_t j = 0; j < inputs.size() && !err; ++j)
-    err = check_like(inputs[j], "input " + std::to_string(j), output, "output");
-  agree(describe(Kind::ReduceScatter, output, static_cast<std::int64_t>(op), -1), err);
-  if (size_ == 1) return copy_if_distinct(inputs[0], output);
-  const std::int64_t numel = output.numel();
-  if (numel == 0) return;
-  const std::size_t bytes = static_cast<std::size_t>(numel) * element_size(output.dtype());
-  // inputs[j] goes to rank j: pack them into one buffer for MPI_Ialltoall.
-  auto* send = static_cast<char*>(scratch(0, bytes * static_cast<std::size_t>(size_)));
-  auto* recv = static_cast<char*>(scratch(1, bytes * static_cast<std::size_t>(size_)));
-  for (int j = 0; j < size_; ++j) std::memcpy(send + j * bytes, inputs[j].raw_data(), bytes);
-  const MPI_Datatype type = mpi_type(output.dtype());
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ialltoall(send, static_cast<int>(numel), type, recv, static_cast<int>(numel), type,
-                      comm_, &request),
-        "MPI_Ialltoall");
-  wait(request, "MPI_Ialltoall");
-  blocks_.resize(static_cast<std::size_t>(size_));
-  for (int j = 0; j < size_; ++j) blocks_[j] = recv + j * bytes;
-  fold(output.dtype(), op, blocks_, numel, output.raw_data());
-}
-
-void MpiGroup::barrier() {
-  Call call(*this, Kind::Barrier);
-  if (size_ == 1) return;
-  if (check_arguments_) {
-    // The argument exchange is a barrier itself: no rank's MPI_Iallgather completes before
-    // every rank has contributed.
-    agree(describe(Kind::Barrier, Tensor(), -1, -1), {});
-    return;
-  }
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
-  wait(request, "MPI_Ibarrier");
 }
 
 }  // namespace lockstep::dist::mpi_detail

@@ -1,7 +1,8 @@
 // The "mpi" ProcessGroup (internal): one object per process, over duplicates of MPI_COMM_WORLD.
-// mpi_group.cpp has the collectives, mpi_all_reduce.cpp all_reduce, mpi_wait.cpp the polling and
-// error reporting, mpi_agree.cpp the argument check across ranks, mpi_roll_call.cpp the roll call
-// and failure notices, mpi_init.cpp init_mpi / finalize_mpi.
+// mpi_group.cpp has the setup, mpi_collectives.cpp the collectives, mpi_all_reduce.cpp all_reduce,
+// socket_mesh.h the data path, mpi_wait.cpp the polling and error reporting, mpi_agree.cpp the
+// argument check across ranks, mpi_roll_call.cpp the roll call and failure notices, mpi_init.cpp
+// init_mpi / finalize_mpi.
 #pragma once
 
 // MPI's C API only: without these, OpenMPI's and MPICH's mpi.h pull in their deprecated C++
@@ -17,11 +18,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "dist/comm_queue.h"
+#include "dist/mpi/socket_mesh.h"
 #include "lockstep/dist/mpi.h"
 
 namespace lockstep::dist::mpi_detail {
@@ -120,6 +123,13 @@ class MpiGroup final : public ProcessGroup {
   // roll (TimeoutError). `mpi_call` names the MPI function in errors. On the communication
   // thread it sleeps between polls sooner, with the group's lock released (notify_failure).
   void wait(MPI_Request& request, const char* mpi_call);
+  // wait() for the transfers posted on mesh_: progresses them, sleeping in poll() (at most 10 ms
+  // at a time, with the group's lock released on the communication thread) and serving the roll
+  // call in between; a failed connection fails the group (DistError, or PeerFailedError when the
+  // peer's failure notice arrived first).
+  void wait_mesh();
+  // The tag of this collective's transfers in `phase` (0, 1): both sides count collectives.
+  std::uint64_t tag(int phase) const { return static_cast<std::uint64_t>(seq_) * 2 + phase; }
   // Throws DistError for a failed MPI call (rc != MPI_SUCCESS) and marks the group failed.
   void check(int rc, const char* mpi_call);
   [[noreturn]] void fail(const std::string& message, bool timeout);
@@ -193,6 +203,10 @@ class MpiGroup final : public ProcessGroup {
   std::string notice_message_;
   std::vector<std::int64_t> acks_;
   void post_notice_receive();
+
+  // The collectives' data path (socket_mesh.h); null on one rank and with LOCKSTEP_MPI_DATA=mpi,
+  // where the data moves through MPI's non-blocking collectives.
+  std::unique_ptr<SocketMesh> mesh_;
 
   detail::CommQueue queue_;  // the communication thread (the group is never destroyed)
 };

@@ -4,6 +4,7 @@
 // repeats.
 #include <sched.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "dist/mpi/mpi_group.h"
@@ -103,6 +104,36 @@ void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
       sched_yield();
     } else {
       nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+void MpiGroup::wait_mesh() {
+  const bool comm = queue_.on_comm_thread();
+  for (;;) {
+    bool done = false;
+    try {
+      done = mesh_->progress();
+    } catch (const SocketError& e) {
+      // A peer that failed on its own sends its notice before it closes the connection.
+      serve_roll_call();
+      if (notice_from_ >= 0) fail_notified_by_peer();
+      fail(where() + ": " + e.what(), false);
+    }
+    if (done) return;
+    serve_roll_call();
+    if (notice_from_ >= 0) fail_notified_by_peer();
+    if (called_by_ >= 0) fail_called_by_peer();
+    const auto now = Clock::now();
+    if (now >= deadline_) fail_timeout();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now);
+    const int ms = static_cast<int>(std::clamp<std::int64_t>(left.count(), 1, 10));
+    if (comm) {
+      mu_.unlock();  // as in wait()
+      mesh_->wait_ready(ms);
+      mu_.lock();
+    } else {
+      mesh_->wait_ready(ms);
     }
   }
 }

@@ -18,6 +18,8 @@ namespace {
 // communication thread sleeps right after the spin).
 constexpr int kSpinPolls = 100;
 constexpr auto kYieldPhase = std::chrono::milliseconds(5);
+// wait_mesh()'s spin before it sleeps in poll(), off the communication thread.
+constexpr auto kMeshSpin = std::chrono::microseconds(50);
 
 // The started collectives first (a no-op on the communication thread, which runs them), then the
 // group's lock.
@@ -110,6 +112,10 @@ void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
 
 void MpiGroup::wait_mesh() {
   const bool comm = queue_.on_comm_thread();
+  // A blocking collective's caller has nothing else to do: it spins briefly first, as wait()
+  // does, since a small collective's answer is a round trip away and a sleep in poll() adds the
+  // wake-up to it. The communication thread does not: its core runs the computation it overlaps.
+  const auto spin_end = Clock::now() + (comm ? Clock::duration::zero() : kMeshSpin);
   for (;;) {
     bool done = false;
     try {
@@ -121,6 +127,7 @@ void MpiGroup::wait_mesh() {
       fail(where() + ": " + e.what(), false);
     }
     if (done) return;
+    if (Clock::now() < spin_end) continue;
     serve_roll_call();
     if (notice_from_ >= 0) fail_notified_by_peer();
     if (called_by_ >= 0) fail_called_by_peer();

@@ -171,7 +171,7 @@ std::int64_t eval_chunk_rows(const MemoryNeed& need) {
 int zero_state_shards(const TrainOptions& o, int world) { return o.zero && world > 1 ? world : 1; }
 
 void check_training_memory(const std::string& what, const MemoryNeed& need, std::int64_t replicas,
-                           int optimizer_slots, int state_shards, std::int64_t batch,
+                           int optimizer_slots, int state_shards, int world, std::int64_t batch,
                            const std::string& note) {
   const std::optional<AvailableMemory> have = available_memory();
   if (!have) return;  // unknown: let the allocator decide
@@ -204,7 +204,11 @@ void check_training_memory(const std::string& what, const MemoryNeed& need, std:
       "): " + human_bytes(state) + "; the activations of a batch of " + std::to_string(batch) +
       ": " + human_bytes(activations) + "; evaluation: " + human_bytes(evaluation) +
       "; BLAS buffers and threads: " + human_bytes(runtime) +
-      " (use a smaller --model or --batch-size, or fewer --devices)" + note);
+      (world > 1 && state_shards == 1 && optimizer_slots > 0
+           ? " (use a smaller --model or --batch-size, fewer --devices, or --zero to keep 1/" +
+                 std::to_string(world) + " of the optimizer state on each rank)"
+           : std::string(" (use a smaller --model or --batch-size, or fewer --devices)")) +
+      note);
 }
 
 MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
@@ -218,8 +222,8 @@ MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const 
                            : spec.network.empty() ? spec.where + " " + spec.str()
                                                   : spec.where;
   check_training_memory(what, need, replicas, optimizer_state_slots(o.optimizer, o.momentum),
-                        zero_state_shards(o, world), std::min(o.batch_size, data.train_x.size(0)),
-                        note);
+                        zero_state_shards(o, world), world,
+                        std::min(o.batch_size, data.train_x.size(0)), note);
   return need;
 }
 

@@ -72,9 +72,10 @@ int zero_state_shards(const TrainOptions& o, int world);
 /// ValueError naming `what` (the --model), the estimate and its parts, the memory available and
 /// its source, when training `need` on `replicas` devices with `optimizer_slots` state tensors per
 /// parameter, of which this rank keeps 1/`state_shards` (--zero), and batches of `batch` does not
-/// fit; `note` is appended (the default-model note).
+/// fit; the fix it suggests includes --zero on a job of `world` > 1 ranks without it whose
+/// optimizer has state; `note` is appended (the default-model note).
 void check_training_memory(const std::string& what, const MemoryNeed& need, std::int64_t replicas,
-                           int optimizer_slots, int state_shards, std::int64_t batch,
+                           int optimizer_slots, int state_shards, int world, std::int64_t batch,
                            const std::string& note);
 
 }  // namespace lockstep::app

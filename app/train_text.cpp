@@ -65,7 +65,7 @@ void Trainer::setup_text_model(std::int64_t replicas) {
   const MemoryNeed need = gpt_memory_need(g, text_->vocab.size());
   check_training_memory("--model " + g.str(), need, replicas,
                         optimizer_state_slots(r_.optimizer, o_.momentum),
-                        zero_state_shards(o_, dist_.world), o_.batch_size, "");
+                        zero_state_shards(o_, dist_.world), dist_.world, o_.batch_size, "");
   r_.eval_rows = eval_chunk_rows(need);
   // The model from --seed (nanoGPT's init), then the windows from their own generator.
   manual_seed(o_.data.seed);

@@ -84,7 +84,8 @@ TEST(MpiCliZero, ClipGradNormFromTheShardsIsCloseToTheWholeGradients) {
 // The memory check counts this rank's shard of the optimizer state (it counted all of it, and so
 // could refuse a --zero run that fits). mlp:10,40000000,2 with Adam: 520000002 parameters, the
 // weights and one gradient copy 2 x 1.94 GiB, Adam's two slots 3.87 GiB whole and 1.94 GiB a rank
-// of 2 with --zero. Refused either way under ulimit -v 1 GiB, naming the parts.
+// of 2 with --zero. Refused either way under ulimit -v 1 GiB, naming the parts (and --zero as a
+// fix when it is not given).
 TEST(MpiCliZero, TheMemoryCheckCountsThisRanksShardOfTheState) {
   if (kSanitized) GTEST_SKIP() << "ulimit -v breaks the sanitizers' shadow memory";
   for (const bool zero : {false, true}) {
@@ -100,6 +101,11 @@ TEST(MpiCliZero, TheMemoryCheckCountsThisRanksShardOfTheState) {
     for (const std::string& m :
          {std::string("rank 0: --model mlp:10,40000000,2: training needs about"), state})
       EXPECT_NE(r.err.find(m), std::string::npos) << m << " missing in " << r.err;
+    // Without --zero the fix names it; with it, it is not suggested again.
+    EXPECT_EQ(r.err.find("or --zero to keep 1/2 of the optimizer state on each rank") ==
+                  std::string::npos,
+              zero)
+        << r.err;
   }
 }
 

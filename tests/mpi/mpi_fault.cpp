@@ -12,6 +12,7 @@
 // and the failure must come out of its wait(). Bad set-ups of the data path (socket_mesh.h), every
 // rank printing init_mpi's or the collective's error:
 //   data_env   LOCKSTEP_MPI_DATA=bogus on every rank
+//   one_env    LOCKSTEP_MPI_DATA=bogus on rank 1 only (the others must throw too, naming it)
 //   split_env  LOCKSTEP_MPI_DATA=mpi on rank 1 only
 //   ifname     LOCKSTEP_SOCKET_IFNAME=nosuch0 on rank 1 only
 //   mismatch   argument checks off, rank 1 all-reduces 999 elements where the others take 1000
@@ -43,7 +44,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr,
-                 "usage: mpi_fault stop|exit|throw|kill|notify[_async]|data_env|split_env|ifname|"
+                 "usage: mpi_fault stop|exit|throw|kill|notify[_async]|data_env|one_env|split_env|ifname|"
                  "mismatch TIMEOUT_SECONDS\n");
     return 2;
   }
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   const double timeout = std::atof(argv[2]);
   const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
   const bool rank1 = rank_env && std::string(rank_env) == "1";
-  if (mode == "data_env") setenv("LOCKSTEP_MPI_DATA", "bogus", 1);
+  if (mode == "data_env" || (mode == "one_env" && rank1)) setenv("LOCKSTEP_MPI_DATA", "bogus", 1);
   if (mode == "split_env" && rank1) setenv("LOCKSTEP_MPI_DATA", "mpi", 1);
   if (mode == "ifname" && rank1) setenv("LOCKSTEP_SOCKET_IFNAME", "nosuch0", 1);
   // Start-up (all ranks in, pids written) with a long timeout, then the short one under test.
@@ -62,6 +63,9 @@ int main(int argc, char** argv) {
     g = dist::init_mpi({.timeout_seconds = 60});
   } catch (const Error& e) {
     std::printf("rank %s: init_mpi threw: %s\n", rank_env ? rank_env : "?", e.what());
+    std::fflush(stdout);
+    // Let the other ranks print theirs before this exit makes mpirun end the job.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     return 4;
   }
   const int rank = g->rank();

@@ -74,7 +74,8 @@ struct MpiOptions {
 /// 1 of 2: MPI_Ialltoallv failed: <MPI_Error_string>").
 ///
 /// The data path, chosen by the environment when the group is made (the same on every rank, else
-/// DistError; ValueError for another value):
+/// DistError; another value, on any rank and also on 1 rank, makes every rank throw ValueError
+/// naming the lowest rank that has it):
 ///   LOCKSTEP_MPI_DATA=sockets (default) one TCP connection between every two ranks, opened here
 ///       (collective): each rank listens on an ephemeral port of all its interfaces and publishes
 ///       its IPv4 addresses; a lower rank connects to a higher one, on 127.0.0.1 when all ranks

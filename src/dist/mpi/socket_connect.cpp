@@ -126,6 +126,14 @@ bool exchange(int fd, void* buf, std::size_t n, bool write, Clock::time_point en
   return true;
 }
 
+// Closes the listener however connect() ends (a throw from agree() included).
+struct Listener {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  ~Listener() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 // Collective: every rank throws the lowest failing rank's `error` (none throws when none failed).
 void agree(MPI_Comm comm, int rank, int size, const std::string& error,
            const std::vector<std::string>& names) {
@@ -149,7 +157,8 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
   std::unique_ptr<SocketMesh> mesh(new SocketMesh(rank, names));
   std::string error;  // this rank's failure, if any
   Card mine;
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const Listener listening;
+  const int listener = listening.fd;
   sockaddr_in any{};
   any.sin_family = AF_INET;
   socklen_t len = sizeof any;
@@ -163,7 +172,6 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
     mine.token = (std::uint64_t{random()} << 32) ^ random();
   }
   if (error.empty()) fill_addresses(mine, std::getenv("LOCKSTEP_SOCKET_IFNAME"), error);
-  if (!error.empty() && listener >= 0) ::close(listener);
   agree(comm, rank, size, error, names);  // a rank that cannot listen or has no address
   std::vector<Card> cards(static_cast<std::size_t>(size));
   if (MPI_Allgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm) !=
@@ -229,7 +237,6 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
     mesh->peers_[hello.rank].fd = fd;
     ++accepted;
   }
-  if (listener >= 0) ::close(listener);
   for (auto& p : mesh->peers_) {
     const int one = 1;
     if (p.fd >= 0) ::setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -84,7 +84,8 @@ struct MpiOptions {
 ///       "rank 1 sent 1996 bytes of transfer 2 where this rank expected 2000 bytes ...").
 ///       LOCKSTEP_SOCKET_IFNAME=eth1 publishes that interface's addresses only (as
 ///       GLOO_SOCKET_IFNAME). A rank that cannot listen or connect makes init_mpi throw DistError
-///       on every rank, naming it, what it tried and these two variables. A closed connection
+///       on every rank as soon as every rank has tried (the ranks it would have connected to do
+///       not wait for it), naming it, what it tried and these two variables. A closed connection
 ///       fails the collective with DistError naming the peer ("the connection to rank 1 closed
 ///       (it exited or failed)").
 ///   LOCKSTEP_MPI_DATA=mpi  MPI_Ialltoallv / MPI_Iallgatherv / MPI_Iallgather / MPI_Ibcast /

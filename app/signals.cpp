@@ -2,10 +2,14 @@
 #include "signals.h"
 
 #include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <thread>
 
 namespace lockstep::app {
 namespace {
@@ -13,6 +17,34 @@ namespace {
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_training = 0;
 volatile std::sig_atomic_t g_continued = 0;
+
+// A SIGCONT alone does not mean this process was stopped: mpirun sends SIGCONT (then SIGTERM) to
+// every rank it ends, also to the survivors of a rank that died. A stop shows as a gap in the
+// ticks of a thread that wakes every kTickMs: the process was stopped when its last tick is more
+// than kStoppedMs old (seen by the thread on waking, or by the check itself if it has not woken).
+constexpr std::int64_t kTickMs = 100, kStoppedMs = 500;
+std::atomic<std::int64_t> g_tick{0};
+std::atomic<bool> g_gap{false};
+
+std::int64_t now_ms() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return std::int64_t{t.tv_sec} * 1000 + t.tv_nsec / 1'000'000;
+}
+
+bool stopped_since_tick() { return now_ms() - g_tick.load() > kStoppedMs; }
+
+void start_ticks() {
+  g_tick = now_ms();
+  std::thread([] {
+    for (;;) {
+      const timespec pause{0, kTickMs * 1'000'000};
+      ::nanosleep(&pause, nullptr);
+      if (stopped_since_tick()) g_gap = true;
+      g_tick = now_ms();
+    }
+  }).detach();
+}
 
 extern "C" void on_continue(int) { g_continued = 1; }
 
@@ -48,6 +80,8 @@ void install_signal_handlers() {
   sigemptyset(&cont.sa_mask);
   cont.sa_flags = SA_RESTART;
   sigaction(SIGCONT, &cont, nullptr);
+  static const bool ticking = (start_ticks(), true);
+  (void)ticking;
   ignore_sigpipe();
 }
 
@@ -70,7 +104,7 @@ const char* signal_name(int signal) {
   }
 }
 
-bool was_continued() { return g_continued != 0; }
+bool was_continued() { return g_continued != 0 && (g_gap || stopped_since_tick()); }
 
 std::string stopped_rank_message(const std::string& original) {
   std::string message =

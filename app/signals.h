@@ -9,7 +9,10 @@
 //   three kills the process at once (the handler restores the default actions after the first).
 // - SIGCONT is recorded: a rank that was stopped (SIGSTOP, Ctrl-Z) and continued finds the
 //   job ended by the others' timeout; its message then says that it was the one stopped
-//   (stopped_rank_message) instead of blaming a healthy rank that no longer answers.
+//   (stopped_rank_message) instead of blaming a healthy rank that no longer answers. A stop is
+//   told from a SIGCONT sent to a running rank (mpirun sends SIGCONT, then SIGTERM, to every rank
+//   it ends, also to the survivors of a killed rank) by a thread that ticks every 100 ms: a stop
+//   leaves a gap of more than 0.5 s between its ticks.
 // - SIGPIPE is ignored: a closed standard output (`lockstep train ... | head -1`) makes writes
 //   to it fail instead of killing the run, which goes on silently and still writes its outputs.
 #pragma once
@@ -33,7 +36,8 @@ int pending_signal();
 /// "SIGINT", "SIGTERM", "SIGHUP" or "a signal".
 const char* signal_name(int signal);
 
-/// Whether this process was stopped and continued (SIGCONT) since install_signal_handlers().
+/// Whether this process was stopped (a gap of more than 0.5 s in the ticks) and continued
+/// (SIGCONT) since install_signal_handlers().
 bool was_continued();
 
 /// The error line of a rank that was stopped and continued, for a distributed failure whose

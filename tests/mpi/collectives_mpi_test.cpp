@@ -62,6 +62,35 @@ TEST_F(Mpi, ReduceMatchesRankOrderOnTheDestination) { cb::reduce_matches_rank_or
 TEST_F(Mpi, ReduceScatterMatchesRankOrder) { cb::reduce_scatter_matches_rank_order(g(), kLarge); }
 TEST_F(Mpi, BroadcastFromEveryRoot) { cb::broadcast_from_every_root(g(), kLarge); }
 TEST_F(Mpi, AllGatherCollectsEveryRank) { cb::all_gather_collects_every_rank(g(), kLarge); }
+// Empty tensors and fewer elements than ranks: some ranks own empty slices (0-byte transfers).
+TEST_F(Mpi, EmptyAndTinyTensors) {
+  const int r = g().rank(), size = g().size();
+  for (std::int64_t n : {0, 1, 2, 3}) {
+    Tensor t = full({n}, r + 1.0);
+    g().all_reduce(t);
+    EXPECT_EQ(t.to_vector<double>(), std::vector<double>(static_cast<std::size_t>(n),
+                                                         size * (size + 1) / 2.0))
+        << "n " << n << " rank " << r;
+    Tensor b = full({n}, r == 0 ? 7.0 : -1.0);
+    g().broadcast(b, 0);
+    EXPECT_EQ(b.to_vector<double>(), std::vector<double>(static_cast<std::size_t>(n), 7.0));
+    std::vector<Tensor> outs;
+    for (int i = 0; i < size; ++i) outs.push_back(zeros({n}));
+    g().all_gather(outs, full({n}, r));
+    for (int i = 0; i < size; ++i)
+      EXPECT_EQ(outs[static_cast<std::size_t>(i)].to_vector<double>(),
+                std::vector<double>(static_cast<std::size_t>(n), i));
+    std::vector<Tensor> ins;
+    for (int i = 0; i < size; ++i) ins.push_back(full({n}, 1.0));
+    Tensor out = zeros({n});
+    g().reduce_scatter(out, ins);
+    EXPECT_EQ(out.to_vector<double>(), std::vector<double>(static_cast<std::size_t>(n), size));
+    Tensor a = full({n}, 2.0);
+    g().all_reduce_async(a)->wait();
+    EXPECT_EQ(a.to_vector<double>(), std::vector<double>(static_cast<std::size_t>(n), 2.0 * size));
+  }
+}
+
 TEST_F(Mpi, BarrierWaitsForEveryRank) { cb::barrier_waits_for_every_rank(g()); }
 
 TEST_F(Mpi, MismatchFailsOnEveryRank) {

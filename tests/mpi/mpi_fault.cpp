@@ -12,19 +12,27 @@
 // and the failure must come out of its wait(). Bad set-ups of the data path (socket_mesh.h), every
 // rank printing init_mpi's or the collective's error:
 //   data_env   LOCKSTEP_MPI_DATA=bogus on every rank
+//   one_env    LOCKSTEP_MPI_DATA=bogus on rank 1 only (the others must throw too, naming it)
 //   split_env  LOCKSTEP_MPI_DATA=mpi on rank 1 only
 //   ifname     LOCKSTEP_SOCKET_IFNAME=nosuch0 on rank 1 only
 //   mismatch   argument checks off, rank 1 all-reduces 999 elements where the others take 1000
+// When init_mpi throws, the ranks also compare how many TCP sockets each still listens on (the
+// data path's listener must be closed on every rank, not only on the one that failed).
 // Every rank writes its pid to $MPI_FAULT_PID_DIR/pid.RANK (when set), so the script can clean
 // up a rank that is still stopped. Survivors print one line per event, prefixed "rank R:", and
 // exit with status 4 (the CLI's status for a distributed failure).
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -33,6 +41,28 @@
 using namespace lockstep;
 
 namespace {
+
+// How many TCP sockets this process listens on, from /proc/self/fd and /proc/net/tcp (Open MPI's
+// own and, while init_mpi runs, the data path's).
+int listening_sockets() {
+  std::set<std::string> inodes;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string link = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && link.rfind("socket:[", 0) == 0) inodes.insert(link.substr(8, link.size() - 9));
+  }
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  int count = 0;
+  std::getline(tcp, line);
+  while (std::getline(tcp, line)) {
+    std::istringstream f(line);
+    std::string slot, local, remote, state, queues, timer, retr, uid, timeout, inode;
+    f >> slot >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+    if (state == "0A" && inodes.count(inode)) ++count;
+  }
+  return count;
+}
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -43,7 +73,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr,
-                 "usage: mpi_fault stop|exit|throw|kill|notify[_async]|data_env|split_env|ifname|"
+                 "usage: mpi_fault stop|exit|throw|kill|notify[_async]|data_env|one_env|split_env|ifname|"
                  "mismatch TIMEOUT_SECONDS\n");
     return 2;
   }
@@ -53,7 +83,7 @@ int main(int argc, char** argv) {
   const double timeout = std::atof(argv[2]);
   const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
   const bool rank1 = rank_env && std::string(rank_env) == "1";
-  if (mode == "data_env") setenv("LOCKSTEP_MPI_DATA", "bogus", 1);
+  if (mode == "data_env" || (mode == "one_env" && rank1)) setenv("LOCKSTEP_MPI_DATA", "bogus", 1);
   if (mode == "split_env" && rank1) setenv("LOCKSTEP_MPI_DATA", "mpi", 1);
   if (mode == "ifname" && rank1) setenv("LOCKSTEP_SOCKET_IFNAME", "nosuch0", 1);
   // Start-up (all ranks in, pids written) with a long timeout, then the short one under test.
@@ -62,6 +92,15 @@ int main(int argc, char** argv) {
     g = dist::init_mpi({.timeout_seconds = 60});
   } catch (const Error& e) {
     std::printf("rank %s: init_mpi threw: %s\n", rank_env ? rank_env : "?", e.what());
+    // Every rank closed the data path's listener (MPI itself still works): as many as the others.
+    int counts[2] = {listening_sockets(), 0};
+    counts[1] = -counts[0];
+    MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    std::printf("rank %s: TCP listeners after the failure: %s\n", rank_env ? rank_env : "?",
+                counts[0] == -counts[1] ? "as many as on every rank" : "more on some ranks");
+    std::fflush(stdout);
+    // Let the other ranks print theirs before this exit makes mpirun end the job.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     return 4;
   }
   const int rank = g->rank();

@@ -353,6 +353,29 @@ TEST(MpiCliFaults, AStoppedAndContinuedRankIsNamedNotTheHealthyOne) {
   EXPECT_EQ(r.err.find("no answer from rank 0"), std::string::npos) << r.err;
 }
 
+// mpirun ends a job whose rank died by sending SIGCONT, then SIGTERM, to the others; a survivor
+// that sees the dead rank's closed connection first (the sockets data path) must name it, not
+// claim to have been stopped itself. The SIGCONTs come from here, while rank 0 runs, as early as
+// possible: a SIGCONT to a running rank is no stop.
+TEST(MpiCliFaults, ASurvivorContinuedWithoutAStopNamesTheDeadRank) {
+  const std::string mark = "LOCKSTEP_TEST_MARK=" + std::to_string(::getpid()) + "-cont";
+  Child job(LOCKSTEP_MPIEXEC, {"-np", "2", "-x", "LOCKSTEP_TEST_FAULT=die:1:100", "-x", mark, kCli,
+                               "train", "--epochs", "8", "--timeout", "10"});
+  pid_t zero = -1;
+  int sent = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!job.ended_within(std::chrono::milliseconds(5)) && Clock::now() < deadline) {
+    if (zero < 0) zero = rank_pid(mark, 0);
+    if (zero > 0 && ::kill(zero, SIGCONT) == 0) ++sent;
+  }
+  const RunResult r = job.wait();
+  ASSERT_GT(sent, 10) << "rank 0 was not found running: " << r.err;
+  EXPECT_NE(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("rank 0: mpi "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("this rank was stopped"), std::string::npos) << r.err;
+}
+
 TEST(MpiCliFaults, KilledRankEndsTheJobAtOnce) {
   Timed t = faulty("die:1:3");
   EXPECT_NE(t.r.status, 0) << t.r.err;

@@ -4,7 +4,8 @@
 #
 #   multihost_test.sh SCENARIO LOCKSTEP
 #
-# SCENARIO: deterministic | checkpoint | link_down | stopped_host | killed_rank | bad_data | loss
+# SCENARIO: deterministic | checkpoint | link_down | stopped_host | killed_rank | bad_data | loss |
+#           data_path
 # Exits 0 (pass) or 1 (fail, with the reason).
 set -u
 scenario=$1
@@ -186,6 +187,24 @@ scenario_bad_data() {
   check "NaN on rank 1: exit status 3" test $status -eq 3 || echo "$out"
   check "NaN on rank 1: rank 2 names rank 1 and its host" \
     grep -Eq "rank 2 on host3: training loss is NaN at epoch 1 step 3 .* on rank 1 on host2;" <<<"$out"
+}
+
+# The sockets data path told to use an interface the hosts do not reach each other on (loopback):
+# both ranks exit 4 naming the rank that could not connect and the fix, and the rank waiting to
+# accept it learns it at once, not after the connect timeout (--timeout 30 here).
+scenario_data_path() {
+  mh_up 2
+  local out status start took
+  start=$(now)
+  out=$(LOCKSTEP_SOCKET_IFNAME=lo MH_EXPORT=LOCKSTEP_SOCKET_IFNAME \
+        mh_mpirun host1,host2 2 "$LOCKSTEP" train --epochs 1 --timeout 30 --quiet 2>&1)
+  status=$?
+  took=$(since "$start")
+  check "exit status 4" test $status -eq 4 || echo "$out"
+  check "both ranks name rank 0's failed connection and the fix" test "$(grep -c \
+    "init_mpi: rank 0 on host1 cannot open a TCP connection to rank 1 on host2: tried 127.0.0.1:.*Set LOCKSTEP_SOCKET_IFNAME" \
+    <<<"$out")" -eq 2
+  check "ended after $took s, well before the 30 s connect timeout" test "$(echo "$took < 15" | bc)" -eq 1
 }
 
 scenario_killed_rank() {

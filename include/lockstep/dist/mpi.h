@@ -74,7 +74,8 @@ struct MpiOptions {
 /// 1 of 2: MPI_Ialltoallv failed: <MPI_Error_string>").
 ///
 /// The data path, chosen by the environment when the group is made (the same on every rank, else
-/// DistError; ValueError for another value):
+/// DistError; another value, on any rank and also on 1 rank, makes every rank throw ValueError
+/// naming the lowest rank that has it):
 ///   LOCKSTEP_MPI_DATA=sockets (default) one TCP connection between every two ranks, opened here
 ///       (collective): each rank listens on an ephemeral port of all its interfaces and publishes
 ///       its IPv4 addresses; a lower rank connects to a higher one, on 127.0.0.1 when all ranks
@@ -83,7 +84,8 @@ struct MpiOptions {
 ///       "rank 1 sent 1996 bytes of transfer 2 where this rank expected 2000 bytes ...").
 ///       LOCKSTEP_SOCKET_IFNAME=eth1 publishes that interface's addresses only (as
 ///       GLOO_SOCKET_IFNAME). A rank that cannot listen or connect makes init_mpi throw DistError
-///       on every rank, naming it, what it tried and these two variables. A closed connection
+///       on every rank as soon as every rank has tried (the ranks it would have connected to do
+///       not wait for it), naming it, what it tried and these two variables. A closed connection
 ///       fails the collective with DistError naming the peer ("the connection to rank 1 closed
 ///       (it exited or failed)").
 ///   LOCKSTEP_MPI_DATA=mpi  MPI_Ialltoallv / MPI_Iallgatherv / MPI_Iallgather / MPI_Ibcast /

@@ -31,14 +31,17 @@ void fold(ReduceOp op, const std::vector<const void*>& blocks, std::int64_t m, v
   });
 }
 
-// LOCKSTEP_MPI_DATA: "sockets" (or unset) moves the collectives' data over SocketMesh, "mpi"
-// through MPI's own non-blocking collectives.
-bool sockets_chosen() {
+// LOCKSTEP_MPI_DATA: 1 for "sockets" (or unset: SocketMesh carries the collectives' data), 0
+// for "mpi" (MPI's own non-blocking collectives), -1 for anything else.
+int data_path() {
   const char* v = std::getenv("LOCKSTEP_MPI_DATA");
-  if (!v || std::strcmp(v, "sockets") == 0) return true;
-  if (std::strcmp(v, "mpi") == 0) return false;
-  throw ValueError(std::string("init_mpi: LOCKSTEP_MPI_DATA=") + v +
-                   " is not a data path; use sockets (the default) or mpi");
+  if (!v || std::strcmp(v, "sockets") == 0) return 1;
+  return std::strcmp(v, "mpi") == 0 ? 0 : -1;
+}
+
+std::string bad_data_path() {
+  return std::string("init_mpi: LOCKSTEP_MPI_DATA=") + std::getenv("LOCKSTEP_MPI_DATA") +
+         " is not a data path; use sockets (the default) or mpi";
 }
 
 }  // namespace
@@ -107,13 +110,21 @@ MpiGroup::MpiGroup(MPI_Comm comm, MPI_Comm roll, const MpiOptions& options)
   rcounts_.resize(n);
   rdispls_.resize(n);
   gather_hosts();
+  if (size_ == 1 && data_path() < 0) throw ValueError(bad_data_path());
   if (size_ > 1) {
     post_ping_receive();
     post_notice_receive();
-    // Every rank must take the same path: {sockets, -sockets} reduced with MIN.
-    int chosen[2] = {sockets_chosen() ? 1 : 0, 0};
-    chosen[1] = -chosen[0];
-    MPI_Allreduce(MPI_IN_PLACE, chosen, 2, MPI_INT, MPI_MIN, comm_);
+    // Every rank must take the same, valid path: {path, -path, the lowest rank whose value is
+    // not a path (else size)} reduced with MIN, so that all ranks throw together.
+    const int path = data_path();
+    int chosen[3] = {path, -path, path < 0 ? rank_ : size_};
+    MPI_Allreduce(MPI_IN_PLACE, chosen, 3, MPI_INT, MPI_MIN, comm_);
+    if (chosen[2] == rank_) throw ValueError(bad_data_path());
+    if (chosen[2] < size_)
+      throw ValueError("init_mpi: LOCKSTEP_MPI_DATA on " +
+                       rank_names_[static_cast<std::size_t>(chosen[2])] +
+                       " is not a data path (sockets or mpi); set it the same for every rank "
+                       "(mpirun -x)");
     if (chosen[0] != -chosen[1])
       throw DistError(
           "init_mpi: the ranks disagree on LOCKSTEP_MPI_DATA (sockets on some, mpi "

@@ -2,8 +2,10 @@
 // publishes the port, its IPv4 addresses and their netmasks (MPI_Allgather); rank i connects to
 // every rank j > i and says who it is (rank 0's random job token and its rank), then accepts the
 // ranks below it, checking each one's token. Connecting first and accepting after cannot
-// deadlock: a connection completes in the listener's backlog before the peer accepts it. Every
-// rank then learns whether all ranks connected (MPI_Allreduce), so they fail or go on together.
+// deadlock: a connection completes in the listener's backlog before the peer accepts it. A rank
+// accepting learns when every rank is done connecting (MPI_Iallreduce, tested between polls) and
+// stops waiting if one failed. Every rank then learns whether all ranks connected
+// (MPI_Allreduce), so they fail or go on together.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -14,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -126,6 +129,14 @@ bool exchange(int fd, void* buf, std::size_t n, bool write, Clock::time_point en
   return true;
 }
 
+// Closes the listener however connect() ends (a throw from agree() included).
+struct Listener {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  ~Listener() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 // Collective: every rank throws the lowest failing rank's `error` (none throws when none failed).
 void agree(MPI_Comm comm, int rank, int size, const std::string& error,
            const std::vector<std::string>& names) {
@@ -149,7 +160,8 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
   std::unique_ptr<SocketMesh> mesh(new SocketMesh(rank, names));
   std::string error;  // this rank's failure, if any
   Card mine;
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const Listener listening;
+  const int listener = listening.fd;
   sockaddr_in any{};
   any.sin_family = AF_INET;
   socklen_t len = sizeof any;
@@ -163,7 +175,6 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
     mine.token = (std::uint64_t{random()} << 32) ^ random();
   }
   if (error.empty()) fill_addresses(mine, std::getenv("LOCKSTEP_SOCKET_IFNAME"), error);
-  if (!error.empty() && listener >= 0) ::close(listener);
   agree(comm, rank, size, error, names);  // a rank that cannot listen or has no address
   std::vector<Card> cards(static_cast<std::size_t>(size));
   if (MPI_Allgather(&mine, sizeof(Card), MPI_BYTE, cards.data(), sizeof(Card), MPI_BYTE, comm) !=
@@ -206,10 +217,20 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
               (order.empty() ? ": it published no IPv4 address" : ": tried " + tried);
     mesh->peers_[static_cast<std::size_t>(j)].fd = fd;
   }
+  // Every rank says whether it connected to the ranks above it (non-blocking), so that the ranks
+  // accepting stop waiting at once when one could not, instead of after connect_s.
+  int dial_failed = error.empty() ? 0 : 1;
+  MPI_Request dialed = MPI_REQUEST_NULL;
+  if (MPI_Iallreduce(MPI_IN_PLACE, &dial_failed, 1, MPI_INT, MPI_MAX, comm, &dialed) !=
+      MPI_SUCCESS)
+    throw DistError("init_mpi: agreeing on the ranks' TCP connections (MPI_Iallreduce) failed");
+  int all_dialed = 0;
   // Accept every lower rank.
   for (int accepted = 0; accepted < rank && error.empty();) {
+    if (!all_dialed) MPI_Test(&dialed, &all_dialed, MPI_STATUS_IGNORE);
+    if (all_dialed && dial_failed) break;  // agree() below names the rank that failed
     pollfd p{listener, POLLIN, 0};
-    const int fd = ::poll(&p, 1, ms_left(end)) > 0
+    const int fd = ::poll(&p, 1, all_dialed ? ms_left(end) : std::min(10, ms_left(end))) > 0
                        ? ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)
                        : -1;
     if (fd < 0 && Clock::now() >= end) {
@@ -229,7 +250,7 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
     mesh->peers_[hello.rank].fd = fd;
     ++accepted;
   }
-  if (listener >= 0) ::close(listener);
+  if (!all_dialed) MPI_Wait(&dialed, MPI_STATUS_IGNORE);
   for (auto& p : mesh->peers_) {
     const int one = 1;
     if (p.fd >= 0) ::setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -94,11 +94,15 @@ int dial(std::uint32_t addr, std::uint32_t port, double seconds, std::string& wh
   int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   if (rc != 0 && errno == EINPROGRESS) {
     pollfd p{fd, POLLOUT, 0};
-    rc = ::poll(&p, 1, static_cast<int>(seconds * 1000));
+    const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+    do rc = ::poll(&p, 1, ms_left(end));  // a signal is not the end of the attempt
+    while (rc < 0 && errno == EINTR);
     int err = 0;
     socklen_t len = sizeof err;
     if (rc == 0)
       err = ETIMEDOUT;
+    else if (rc < 0)
+      err = errno;
     else
       ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     rc = err == 0 ? 0 : -1;
@@ -124,7 +128,8 @@ bool exchange(int fd, void* buf, std::size_t n, bool write, Clock::time_point en
     }
     if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
     pollfd pf{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
-    if (::poll(&pf, 1, ms_left(end)) <= 0) return false;
+    const int rc = ::poll(&pf, 1, ms_left(end));
+    if (rc == 0 || (rc < 0 && errno != EINTR)) return false;
   }
   return true;
 }
@@ -201,7 +206,7 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
     int fd = -1;
     for (std::uint32_t a : order) {
       std::string why;
-      fd = dial(a, c.port, std::min(2.0, connect_s), why);
+      fd = dial(a, c.port, std::min(2000, ms_left(end)) / 1000.0, why);
       if (fd >= 0) break;
       tried +=
           (tried.empty() ? "" : ", ") + ip(a) + ":" + std::to_string(c.port) + " (" + why + ")";
@@ -221,8 +226,7 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
   // accepting stop waiting at once when one could not, instead of after connect_s.
   int dial_failed = error.empty() ? 0 : 1;
   MPI_Request dialed = MPI_REQUEST_NULL;
-  if (MPI_Iallreduce(MPI_IN_PLACE, &dial_failed, 1, MPI_INT, MPI_MAX, comm, &dialed) !=
-      MPI_SUCCESS)
+  if (MPI_Iallreduce(MPI_IN_PLACE, &dial_failed, 1, MPI_INT, MPI_MAX, comm, &dialed) != MPI_SUCCESS)
     throw DistError("init_mpi: agreeing on the ranks' TCP connections (MPI_Iallreduce) failed");
   int all_dialed = 0;
   // Accept every lower rank.
@@ -239,8 +243,10 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
       break;
     }
     if (fd < 0) continue;
+    // A stranger that connects and says nothing gets 2 s, not the whole start-up.
     Hello hello{};
-    const bool ok = exchange(fd, &hello, sizeof hello, false, end) && hello.token == token &&
+    const auto said = std::min(end, Clock::now() + std::chrono::seconds(2));
+    const bool ok = exchange(fd, &hello, sizeof hello, false, said) && hello.token == token &&
                     hello.rank < static_cast<std::uint64_t>(rank) &&
                     mesh->peers_[hello.rank].fd < 0;
     if (!ok) {  // not one of this job's ranks (or a duplicate): ignore it

@@ -87,8 +87,8 @@ void check_same_on_every_rank(const DistContext& dist, const std::string& setup)
       what = same_flag_in(theirs, line) + " on rank " + std::to_string(r) + ", " +
              typed_flag(line) + " on rank 0";
   std::string ranks;
-  for (int d : differing) ranks += (ranks.empty() ? "" : ",") + std::to_string(d);
-  throw ValueError((differing.size() == 1 ? "rank " : "ranks ") + ranks +
+  for (int d : differing) ranks.append(ranks.empty() ? "" : ",").append(std::to_string(d));
+  throw ValueError(std::string(differing.size() == 1 ? "rank " : "ranks ") + ranks +
                    " started with other training flags or data than rank 0: " + what +
                    " (every rank of an mpirun job must run the same command on the same data; "
                    "only --save, --metrics, --devices, --timeout, --quiet and --log-all-ranks "

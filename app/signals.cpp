@@ -111,7 +111,7 @@ std::string stopped_rank_message(const std::string& original) {
       "this rank was stopped (SIGSTOP or SIGTSTP) and continued; meanwhile the other ranks timed "
       "out waiting for it and ended the job";
   if (const auto at = original.rfind("(at epoch "); at != std::string::npos)
-    message += " " + original.substr(at);
+    message.append(" ").append(original, at);  // (not " " + ...: GCC 12 -Wrestrict false alarm)
   return message;
 }
 

@@ -80,12 +80,14 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
     // still exchange them, and the comparison below names the difference.
     constexpr std::uint64_t kArgumentsTag = ~std::uint64_t{0};
     infos_[static_cast<std::size_t>(rank_)] = my_info_;
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      mesh_->post_send(j, &my_info_, sizeof(CallInfo), kArgumentsTag);
-      mesh_->post_recv(j, &infos_[static_cast<std::size_t>(j)], sizeof(CallInfo), kArgumentsTag);
-    }
-    wait_mesh();
+    exchange_with_peers(
+        kArgumentsTag,
+        [&](int) {
+          return Buffer{&my_info_, sizeof(CallInfo)};
+        },
+        [&](int j) {
+          return Buffer{&infos_[static_cast<std::size_t>(j)], sizeof(CallInfo)};
+        });
   } else {
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Iallgather(&my_info_, sizeof(CallInfo), MPI_BYTE, infos_.data(), sizeof(CallInfo),
@@ -107,8 +109,7 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
     std::string list;
     for (int r = 1; r < size_; ++r)
       if (field(infos_[r]) != field(first))
-        list +=
-            (list.empty() ? "" : ", ") + (rank_name(r) + " " + describe(infos_[r]));
+        list += (list.empty() ? "" : ", ") + (rank_name(r) + " " + describe(infos_[r]));
     return list.empty() ? list : list + ", but rank 0 " + describe(first);
   };
   auto call = [](const CallInfo& c) {
@@ -130,11 +131,13 @@ void MpiGroup::agree(CallInfo info, const ArgError& local) {
   d = differing([](const CallInfo& c) { return c.root; },
                 [](const CallInfo& c) { return "passed root " + std::to_string(c.root); });
   if (!d.empty()) throw DistError(where() + ": " + d);
-  d = differing([](const CallInfo& c) { return c.wire; }, [](const CallInfo& c) {
-    return std::string("asked for the ") +
-           (c.wire == static_cast<std::int64_t>(WireFormat::BFloat16) ? "bfloat16" : "native") +
-           " wire format";
-  });
+  d = differing(
+      [](const CallInfo& c) { return c.wire; },
+      [](const CallInfo& c) {
+        return std::string("asked for the ") +
+               (c.wire == static_cast<std::int64_t>(WireFormat::BFloat16) ? "bfloat16" : "native") +
+               " wire format";
+      });
   if (!d.empty()) throw DistError(where() + ": " + d);
 }
 

@@ -57,16 +57,18 @@ void MpiGroup::all_reduce_wire(Tensor& t, ReduceOp op, WireFormat wire) {
     rdispls_[j] = j * mine;
   }
   auto* recv = static_cast<char*>(scratch(0, static_cast<std::size_t>(mine) * size_ * es));
+  // Rank j's slice of `send`, the only layout the sockets need: the reduce-scatter sends it to j,
+  // the all-gather brings it back from j.
+  auto slice = [&](int j) {
+    return Buffer{send + static_cast<std::size_t>(displs_[j]) * es,
+                  static_cast<std::size_t>(counts_[j]) * es};
+  };
   MPI_Request request = MPI_REQUEST_NULL;
   if (mesh_) {
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      mesh_->post_send(j, send + static_cast<std::size_t>(displs_[j]) * es,
-                       static_cast<std::size_t>(counts_[j]) * es, tag(0));
-      mesh_->post_recv(j, recv + static_cast<std::size_t>(j) * mine * es,
-                       static_cast<std::size_t>(mine) * es, tag(0));
-    }
-    wait_mesh();
+    exchange_with_peers(tag(0), slice, [&](int j) {
+      return Buffer{recv + static_cast<std::size_t>(j) * mine * es,
+                    static_cast<std::size_t>(mine) * es};
+    });
   } else {
     check(MPI_Ialltoallv(send, scounts_.data(), displs_.data(), type, recv, rcounts_.data(),
                          rdispls_.data(), type, comm_, &request),
@@ -103,13 +105,8 @@ void MpiGroup::all_reduce_wire(Tensor& t, ReduceOp op, WireFormat wire) {
   }
 
   if (mesh_) {
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      mesh_->post_send(j, my_slice, static_cast<std::size_t>(mine) * es, tag(1));
-      mesh_->post_recv(j, send + static_cast<std::size_t>(displs_[j]) * es,
-                       static_cast<std::size_t>(counts_[j]) * es, tag(1));
-    }
-    wait_mesh();
+    exchange_with_peers(
+        tag(1), [&](int) { return slice(rank_); }, slice);
   } else {
     check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, send, counts_.data(), displs_.data(),
                           type, comm_, &request),

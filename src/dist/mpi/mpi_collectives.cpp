@@ -84,12 +84,14 @@ void MpiGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   call.pin(input);
   const std::size_t bytes = static_cast<std::size_t>(numel) * element_size(input.dtype());
   if (mesh_) {
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      mesh_->post_send(j, input.raw_data(), bytes, tag(0));
-      mesh_->post_recv(j, outputs[static_cast<std::size_t>(j)].raw_data(), bytes, tag(0));
-    }
-    wait_mesh();
+    exchange_with_peers(
+        tag(0),
+        [&](int) {
+          return Buffer{input.raw_data(), bytes};
+        },
+        [&](int j) {
+          return Buffer{outputs[static_cast<std::size_t>(j)].raw_data(), bytes};
+        });
     return copy_if_distinct(input, outputs[static_cast<std::size_t>(rank_)]);
   }
   auto* recv = static_cast<char*>(scratch(0, bytes * static_cast<std::size_t>(size_)));
@@ -117,12 +119,14 @@ void MpiGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
   const std::size_t bytes = static_cast<std::size_t>(numel) * element_size(output.dtype());
   auto* recv = static_cast<char*>(scratch(1, bytes * static_cast<std::size_t>(size_)));
   if (mesh_) {  // inputs[j] goes to rank j; rank j's copy of my block lands at recv + j * bytes
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      mesh_->post_send(j, inputs[static_cast<std::size_t>(j)].raw_data(), bytes, tag(0));
-      mesh_->post_recv(j, recv + j * bytes, bytes, tag(0));
-    }
-    wait_mesh();
+    exchange_with_peers(
+        tag(0),
+        [&](int j) {
+          return Buffer{inputs[static_cast<std::size_t>(j)].raw_data(), bytes};
+        },
+        [&](int j) {
+          return Buffer{recv + j * bytes, bytes};
+        });
     std::memcpy(recv + rank_ * bytes, inputs[static_cast<std::size_t>(rank_)].raw_data(), bytes);
   } else {  // pack the inputs into one buffer for MPI_Ialltoall
     auto* send = static_cast<char*>(scratch(0, bytes * static_cast<std::size_t>(size_)));
@@ -149,12 +153,8 @@ void MpiGroup::barrier() {
     return;
   }
   if (mesh_) {  // an empty message to and from every rank
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      mesh_->post_send(j, nullptr, 0, tag(0));
-      mesh_->post_recv(j, nullptr, 0, tag(0));
-    }
-    return wait_mesh();
+    const auto none = [](int) { return Buffer{nullptr, 0}; };
+    return exchange_with_peers(tag(0), none, none);
   }
   MPI_Request request = MPI_REQUEST_NULL;
   check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -128,6 +129,18 @@ class MpiGroup final : public ProcessGroup {
   // call in between; a failed connection fails the group (DistError, or PeerFailedError when the
   // peer's failure notice arrived first).
   void wait_mesh();
+  // {data, bytes} of one side of a transfer.
+  struct Buffer {
+    const void* data;
+    std::size_t bytes;
+  };
+  // One phase over mesh_: sends send(j) to and receives recv(j) from every other rank j, tagged
+  // `tag`, then wait_mesh(). recv(j).data is written (const only to share the type).
+  void exchange_with_peers(std::uint64_t tag, const std::function<Buffer(int)>& send,
+                           const std::function<Buffer(int)>& recv);
+  // Between polls: serves a peer's roll call, and fails when a peer's failure notice arrived
+  // (PeerFailedError) or a peer called the roll (TimeoutError).
+  void check_peers();
   // The tag of this collective's transfers in `phase` (0, 1): both sides count collectives.
   std::uint64_t tag(int phase) const { return static_cast<std::uint64_t>(seq_) * 2 + phase; }
   // Throws DistError for a failed MPI call (rc != MPI_SUCCESS) and marks the group failed.

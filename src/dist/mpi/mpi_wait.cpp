@@ -46,12 +46,8 @@ MpiGroup::Call::Call(MpiGroup& g, Kind kind) : g_(g), lock_(after_started(g.queu
   g.deadline_ = g.timeout_s_ > 1e9 ? Clock::time_point::max()
                                    : now + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(g.timeout_s_));
-  if (g.size_ > 1) {
-    // A roll call that reached this rank between collectives: a peer has timed out already.
-    g.serve_roll_call();
-    if (g.notice_from_ >= 0) g.fail_notified_by_peer();
-    if (g.called_by_ >= 0) g.fail_called_by_peer();
-  }
+  // A roll call that reached this rank between collectives: a peer has timed out already.
+  if (g.size_ > 1) g.check_peers();
 }
 
 MpiGroup::Call::~Call() {
@@ -92,9 +88,7 @@ void MpiGroup::wait(MPI_Request& request, const char* mpi_call) {
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), mpi_call);
     if (done) return;
     if (polls < kSpinPolls) continue;
-    serve_roll_call();
-    if (notice_from_ >= 0) fail_notified_by_peer();
-    if (called_by_ >= 0) fail_called_by_peer();
+    check_peers();
     const auto now = Clock::now();
     if (now >= deadline_) fail_timeout();
     timespec pause{0, 50'000};
@@ -128,9 +122,7 @@ void MpiGroup::wait_mesh() {
     }
     if (done) return;
     if (Clock::now() < spin_end) continue;
-    serve_roll_call();
-    if (notice_from_ >= 0) fail_notified_by_peer();
-    if (called_by_ >= 0) fail_called_by_peer();
+    check_peers();
     const auto now = Clock::now();
     if (now >= deadline_) fail_timeout();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now);
@@ -143,6 +135,23 @@ void MpiGroup::wait_mesh() {
       mesh_->wait_ready(ms);
     }
   }
+}
+
+void MpiGroup::exchange_with_peers(std::uint64_t tag, const std::function<Buffer(int)>& send,
+                                   const std::function<Buffer(int)>& recv) {
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    const Buffer out = send(j), in = recv(j);
+    mesh_->post_send(j, out.data, out.bytes, tag);
+    mesh_->post_recv(j, const_cast<void*>(in.data), in.bytes, tag);
+  }
+  wait_mesh();
+}
+
+void MpiGroup::check_peers() {
+  serve_roll_call();
+  if (notice_from_ >= 0) fail_notified_by_peer();
+  if (called_by_ >= 0) fail_called_by_peer();
 }
 
 }  // namespace lockstep::dist::mpi_detail

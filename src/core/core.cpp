@@ -137,11 +137,20 @@ Storage::Storage(std::shared_ptr<Storage> base, Device device) : device_(device)
   check_device_available(device);
   data_ = base->data_;
   nbytes_ = base->nbytes_;
-  base_ = std::move(base);
+  owner_ = std::move(base);
+}
+
+Storage::Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<const void> owner)
+    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {
+  if (!device.is_cpu())
+    throw DeviceError("Storage over borrowed memory: only host memory can be borrowed (asked for " +
+                      device.str() + ")");
+  check_device_available(device);
+  if (!owner_) owner_ = std::shared_ptr<const void>(data, [](const void*) {});
 }
 
 Storage::~Storage() {
-  if (base_) return;
+  if (owner_) return;
   if (device_.is_cuda())
     cuda::caching_allocator_delete(data_);  // reusable at once: see the stream rule, allocator.h
   else

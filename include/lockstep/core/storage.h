@@ -20,6 +20,12 @@ class Storage {
   /// such an alias instead of a copy. Keeps `base` alive and frees nothing. DeviceError unless
   /// `base` and `device` are both CPU devices.
   Storage(std::shared_ptr<Storage> base, Device device);
+  /// Memory that something else owns, seen as a storage of the CPU device `device` (zero-copy
+  /// from another library: a NumPy array, a DLPack producer — the Python front's from_numpy and
+  /// from_dlpack). `owner` is kept alive as long as this storage and frees the memory when it
+  /// goes; this storage frees nothing. `data` need not be aligned. DeviceError unless `device` is
+  /// a CPU device.
+  Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<const void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -34,7 +40,7 @@ class Storage {
   std::size_t nbytes_ = 0;
   std::size_t capacity_ = 0;
   Device device_;
-  std::shared_ptr<Storage> base_;  // set for an alias: the owner of data_
+  std::shared_ptr<const void> owner_;  // set for an alias or borrowed memory: the owner of data_
 };
 
 }  // namespace lockstep

@@ -102,16 +102,22 @@ class Module : public std::enable_shared_from_this<Module> {
   /// support it; others throw Error naming the type.
   virtual std::shared_ptr<Module> clone() const;
 
- protected:
-  /// Registers a parameter (requires_grad set) under `name`; returns the stored handle.
+  /// Registers a parameter (requires_grad set) under `name`, replacing one of that name;
+  /// returns the stored handle. Public, as LibTorch's torch::nn::Module::register_parameter (the
+  /// Python front's Module.__setattr__ registers through it). ValueError for an empty name or
+  /// one with a '.'.
   Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  /// Registers (or replaces) a buffer; ValueError as register_parameter.
   Tensor& register_buffer(const std::string& name, Tensor t);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     register_child(name, m);
     return m;
   }
+  /// Registers (or replaces) a child module; ValueError for a bad name or a null module.
   void register_child(const std::string& name, std::shared_ptr<Module> m);
+
+ protected:
   /// Forgets all registered parameters, buffers and children (used by Cloneable::clone).
   void clear_registrations();
 

@@ -22,6 +22,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev               # libFuzzer targets of the file readers (scripts/fuzz.sh)
   libopenmpi-dev openmpi-bin                # the mpi ProcessGroup backend and mpirun (tests/mpi)
   iproute2 bc                               # tests/multihost: network namespaces, tc; timings
+  python3-dev python3-venv                  # the Python package (python/; its PyPI pins: python/requirements.txt)
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -1,0 +1,220 @@
+"""Lockstep: data-parallel training with PyTorch's API over a C++ engine.
+
+``import lockstep as torch`` is meant to be enough to port a PyTorch program: the names and
+signatures below are torch's (tensors, factories, autograd switches, the default generator,
+save/load), each a thin call into the C++ library (include/lockstep/). Tensors are float32,
+float64 or int64, always contiguous; errors are torch's exception types (IndexError,
+ValueError, TypeError, RuntimeError subclasses such as lockstep.ShapeError) with the C++
+message.
+"""
+from __future__ import annotations
+
+import contextlib as _contextlib
+import functools as _functools
+
+import numpy as _np
+
+from . import _C
+from ._C import (  # noqa: F401  (re-exported: torch's names)
+    Tensor, dtype, device, Generator,
+    Error, ShapeError, DTypeError, DeviceError, CudaError, AutogradError, StateDictError,
+    DataError, DistError, DistTimeoutError, IoError,
+    add, sub, mul, div, pow, eq, neg, exp, log, sqrt, tanh, sigmoid, relu, matmul, sum, mean,
+    max, argmax, softmax, log_softmax, reshape, flatten, transpose, permute, unsqueeze, squeeze,
+    narrow, index_select, cat, stack, chunk, tensor_split, split, randperm, zeros_like,
+    ones_like, manual_seed, is_grad_enabled,
+)
+
+__version__ = "0.1.0"
+
+float32 = float = dtype.float32
+float64 = double = dtype.float64
+int64 = long = dtype.int64
+Size = tuple
+default_generator = _C.default_generator()
+
+
+def _size(size):
+    """torch's size arguments: f(2, 3), f((2, 3)) and f([2, 3]) all mean [2, 3]."""
+    if len(size) == 1 and not isinstance(size[0], int):
+        size = size[0]
+    try:
+        return [int(s) for s in size]
+    except (TypeError, ValueError):
+        raise TypeError(f"size must be ints or one sequence of ints, got {size!r}") from None
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    """Uninitialised tensor of the given size (torch.empty)."""
+    return _C._empty(_size(size), dtype, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    """Tensor of zeros, float32 unless ``dtype`` says otherwise (torch.zeros)."""
+    return _C._zeros(_size(size), dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    """Tensor of ones (torch.ones)."""
+    return _C._ones(_size(size), dtype, device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """Tensor filled with ``fill_value`` (torch.full); float32 unless ``dtype`` is given."""
+    return _C._full(_size((size,)), fill_value, dtype, device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples (torch.randn) from ``generator`` or the default generator."""
+    return _C._randn(_size(size), generator, dtype, device, requires_grad)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [0, 1) (torch.rand)."""
+    return _C._rand(_size(size), generator, dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None):
+    """Uniform integers in [low, high) (torch.randint(low=0, high, size)); int64 by default.
+    ValueError if high <= low."""
+    if size is None:
+        if high is None or isinstance(high, int):
+            raise TypeError("randint() needs a size: randint(high, size) or randint(low, high, size)")
+        low, high, size = 0, low, high
+    return _C._randint(int(low), int(high), _size((size,)), generator, dtype, device)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """[start, end) in steps of ``step`` (torch.arange): int64 when every argument is an int,
+    float32 otherwise. ValueError for step == 0."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None and not all(isinstance(v, int) for v in (start, end, step)):
+        dtype = float32
+    return _C._arange(start, end, step, dtype, device, requires_grad)
+
+
+_NUMPY_DTYPES = {float32: _np.float32, float64: _np.float64, int64: _np.int64}
+
+
+def from_numpy(ndarray):
+    """A tensor sharing ``ndarray``'s memory (torch.from_numpy): writes show on both sides and the
+    array stays alive as long as the tensor. float32, float64 and int64 arrays share; TypeError
+    for other dtypes. Lockstep tensors are always contiguous and writable, so a non-contiguous or
+    read-only array is copied (torch would share it)."""
+    if not isinstance(ndarray, _np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    if ndarray.dtype not in (_np.float32, _np.float64, _np.int64):
+        raise TypeError(f"can't convert np.ndarray of type numpy.{ndarray.dtype}. The only "
+                        "supported types are: float64, float32 and int64.")
+    if not ndarray.flags.c_contiguous or not ndarray.flags.writeable:
+        ndarray = _np.array(ndarray, order="C", copy=True)
+    return _C._from_array(ndarray, "from_numpy")
+
+
+def from_dlpack(ext_tensor):
+    """A tensor sharing the memory of any object with ``__dlpack__`` (a torch or numpy array),
+    as torch.from_dlpack. CPU, C-contiguous float32/float64/int64 only (TypeError or ValueError
+    otherwise)."""
+    if not hasattr(ext_tensor, "__dlpack__"):
+        raise TypeError(f"from_dlpack: {type(ext_tensor).__name__} has no __dlpack__")
+    return _C._from_array(ext_tensor, "from_dlpack")
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of ``data`` (a number, nested lists, a numpy array or a
+    tensor), as torch.tensor: Python floats become float32, ints int64, numpy arrays keep
+    float64/float32/int64; ``dtype`` converts."""
+    if isinstance(data, Tensor):
+        t = data.detach().clone()
+    else:
+        a = _np.asarray(data)
+        if a.dtype == _np.bool_:
+            raise TypeError("lockstep has no bool dtype: convert the data to int or float first")
+        if a.dtype.kind in "iu":
+            a = a.astype(_np.int64)
+        elif a.dtype.kind == "f":
+            if not isinstance(data, _np.ndarray) or a.dtype not in (_np.float32, _np.float64):
+                a = a.astype(_np.float32)
+        else:
+            raise TypeError(f"can't make a tensor from data of type {a.dtype}")
+        t = _C._from_array(_np.array(a, order="C", copy=True), "tensor").clone()
+    if dtype is not None:
+        t = t.to(dtype)
+    if device is not None:
+        t = t.to(device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+as_tensor = tensor
+
+
+class _GradMode(_contextlib.ContextDecorator):
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(self.mode)
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self.prev)
+        return False
+
+
+def no_grad():
+    """Context manager and decorator: ops inside record no autograd graph (torch.no_grad)."""
+    return _GradMode(False)
+
+
+def enable_grad():
+    """Context manager and decorator: turns recording back on (torch.enable_grad)."""
+    return _GradMode(True)
+
+
+class set_grad_enabled(_GradMode):
+    """torch.set_grad_enabled(mode): sets grad mode now, and restores it when used with ``with``."""
+
+    def __init__(self, mode):
+        super().__init__(bool(mode))
+        self.prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(self.mode)
+
+    def __enter__(self):
+        pass
+
+
+inference_mode = no_grad
+
+
+def get_rng_state():
+    """The default generator's state, for set_rng_state."""
+    return default_generator.get_state()
+
+
+def set_rng_state(state):
+    """Restores a state from get_rng_state."""
+    default_generator.set_state(state)
+
+
+def seed():
+    raise RuntimeError("lockstep.seed() is not supported: seed explicitly with manual_seed(s)")
+
+
+def compile(model=None, *args, **kwargs):
+    """Refused: Lockstep's engine is already compiled C++; call the model itself."""
+    raise RuntimeError("lockstep.compile is not supported: Lockstep runs the model through its "
+                       "C++ engine already; remove the torch.compile call")
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+from . import cuda  # noqa: E402
+from . import nn  # noqa: E402
+from . import optim  # noqa: E402
+from . import utils  # noqa: E402
+from ._serialization import save, load  # noqa: E402,F401

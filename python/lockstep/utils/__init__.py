@@ -1,0 +1,2 @@
+"""lockstep.utils: data loading (lockstep.utils.data)."""
+from . import data  # noqa: F401

@@ -1,0 +1,48 @@
+// Shared declarations of the native extension lockstep._C: one bind_* function per layer, each in
+// its own file, all a thin shell over include/lockstep/ (no kernel, rule or check lives here that
+// a C++ user would not also get).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/core/tensor.h"
+#include "lockstep/nn/state_dict.h"
+
+namespace lockstep::python {
+
+namespace nb = nanobind;
+
+void bind_errors(nb::module_& m);
+void bind_tensor(nb::module_& m);
+/// Called by bind_tensor with the Tensor class being built.
+void bind_interop(nb::module_& m, nb::class_<Tensor>& c);
+void bind_ops(nb::module_& m, nb::class_<Tensor>& c);
+void bind_indexing(nb::class_<Tensor>& c);
+void bind_factories(nb::module_& m);
+void bind_nn(nb::module_& m);
+void bind_optim(nb::module_& m);
+void bind_io(nb::module_& m);
+void bind_data(nb::module_& m);
+void bind_parallel(nb::module_& m);
+
+/// A shape from a Python sequence of ints (ValueError for a negative dimension comes from the
+/// C++ factories themselves).
+Shape to_shape(const std::vector<std::int64_t>& dims);
+
+}  // namespace lockstep::python
+
+namespace lockstep::python {
+/// t.item() as a Python int (int64) or float; ValueError unless t has one element.
+nb::object item_of(const Tensor& t);
+/// t.tolist(): nested Python lists (a scalar for a 0-d tensor).
+nb::object to_list(const Tensor& t);
+}  // namespace lockstep::python
+
+namespace lockstep::python {
+/// A Python dict of name -> Tensor as a StateDict (TypeError for a non-tensor value), and back.
+StateDict to_state_dict(nb::dict d);
+nb::dict from_state_dict(const StateDict& sd);
+}  // namespace lockstep::python

@@ -1,0 +1,347 @@
+// lockstep.nn's C++ half: Module (subclassable from Python: a user's forward is called through a
+// trampoline when C++ runs it, e.g. inside Sequential), Parameter, and the built-in layers. What
+// torch.nn.Module does in Python — attribute assignment registering parameters, buffers and
+// submodules (torch/nn/modules/module.py, Module.__setattr__) — is done here over the C++
+// registry, so a parameter lives in one place whether C++ or Python made it.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/trampoline.h>
+
+#include "bind.h"
+#include "lockstep/autograd/grad_mode.h"
+#include "lockstep/nn/activation.h"
+#include "lockstep/nn/batch_norm.h"
+#include "lockstep/nn/conv.h"
+#include "lockstep/nn/dropout.h"
+#include "lockstep/nn/embedding.h"
+#include "lockstep/nn/init.h"
+#include "lockstep/nn/layer_norm.h"
+#include "lockstep/nn/linear.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/nn/pooling.h"
+#include "lockstep/nn/sequential.h"
+#include "lockstep/nn/sync_batch_norm.h"
+#include "lockstep/nn/utils.h"
+
+namespace lockstep::python {
+
+namespace {
+
+using namespace nb::literals;
+using nn::Module;
+using ModulePtr = std::shared_ptr<Module>;
+
+/// torch.nn.Parameter: a Tensor that Module.__setattr__ registers as a parameter.
+struct Parameter : Tensor {
+  using Tensor::Tensor;
+  explicit Parameter(const Tensor& t) : Tensor(t) {}
+};
+
+// A Python exception raised inside a forward that C++ called (a DataParallel replica on its
+// worker thread) as the Lockstep error of the same kind, so it crosses threads without a Python
+// object and reaches the caller as the Python type it started as.
+[[noreturn]] void rethrow_python(nb::python_error& e) {
+  const std::string msg = e.what();
+  if (e.matches(PyExc_IndexError)) throw IndexError(msg);
+  if (e.matches(PyExc_ValueError)) throw ValueError(msg);
+  if (e.matches(PyExc_KeyboardInterrupt)) throw Error("KeyboardInterrupt in a replica's forward");
+  throw Error(msg);
+}
+
+// The trampoline: C++ calls a Python subclass's forward (Sequential, DataParallel's replicas),
+// names it by its Python class, and clones it for DataParallel.
+class PyModule : public Module {
+ public:
+  NB_TRAMPOLINE(Module, 3);
+  Tensor forward(const Tensor& x) override {
+    try {
+      NB_OVERRIDE_NAME("forward", forward, x);
+    } catch (nb::python_error& e) {
+      rethrow_python(e);
+    }
+  }
+  // A Python module's copy (lockstep.nn.modules._clone_python_module): the same class, its
+  // plain attributes deep-copied, its parameters and buffers copied, its children cloned.
+  std::shared_ptr<Module> clone() const override {
+    nb::gil_scoped_acquire gil;
+    nb::handle self = nb::find(static_cast<const Module*>(this));
+    if (!self.is_valid()) return Module::clone();
+    nb::object copy = nb::module_::import_("lockstep.nn.modules").attr("_clone_python_module")(self);
+    return nb::cast<std::shared_ptr<Module>>(copy);
+  }
+  std::string name() const override {
+    nb::gil_scoped_acquire gil;
+    nb::handle self = nb::find(static_cast<const Module*>(this));
+    if (!self.is_valid()) return "Module";
+    return nb::cast<std::string>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(self.ptr()))).attr("__name__"));
+  }
+};
+
+template <class Named>
+nb::object find_named(const Named& items, const std::string& name, bool& found) {
+  for (const auto& [k, v] : items)
+    if (k == name) {
+      found = true;
+      return nb::cast(v);
+    }
+  return nb::object();
+}
+
+nb::object param_object(const Tensor& t) {
+  if (!t.defined()) return nb::none();
+  return nb::cast(Parameter(t));
+}
+
+nb::object get_attr(Module& m, const std::string& name) {
+  for (const auto& [k, v] : m.named_parameters(false))
+    if (k == name) return param_object(v);
+  for (const auto& [k, v] : m.named_buffers(false))
+    if (k == name) return nb::cast(v);
+  for (const auto& [k, v] : m.named_children())
+    if (k == name) return nb::cast(v);
+  throw nb::attribute_error(("'" + m.name() + "' object has no attribute '" + name + "'").c_str());
+}
+
+bool has_name(const std::vector<std::pair<std::string, Tensor>>& items, const std::string& name) {
+  for (const auto& [k, v] : items)
+    if (k == name) return true;
+  return false;
+}
+
+// torch.nn.Module.__setattr__'s rules over the C++ registry.
+void set_attr(nb::handle self, const std::string& name, nb::handle value) {
+  Module& m = nb::cast<Module&>(self);
+  if (nb::isinstance<Parameter>(value)) {
+    Tensor t = nb::cast<Tensor>(value);
+    m.register_parameter(name, t, t.requires_grad());
+    return;
+  }
+  if (nb::isinstance<Module>(value)) {
+    m.register_child(name, nb::cast<ModulePtr>(value));
+    return;
+  }
+  if (has_name(m.named_parameters(false), name)) {
+    if (value.is_none()) {
+      m.register_parameter(name, Tensor(), false);
+      return;
+    }
+    throw nb::type_error(("cannot assign '" + nb::cast<std::string>(nb::str(value.type().attr("__name__"))) +
+                          "' as parameter '" + name + "' (lockstep.nn.Parameter or None expected)")
+                             .c_str());
+  }
+  if (has_name(m.named_buffers(false), name)) {
+    if (value.is_none()) {
+      m.register_buffer(name, Tensor());
+      return;
+    }
+    if (!nb::isinstance<Tensor>(value))
+      throw nb::type_error(("cannot assign '" + nb::cast<std::string>(nb::str(value.type().attr("__name__"))) +
+                            "' as buffer '" + name + "' (lockstep.Tensor or None expected)")
+                               .c_str());
+    m.register_buffer(name, nb::cast<Tensor>(value));
+    return;
+  }
+  for (const auto& [k, c] : m.named_children())
+    if (k == name && value.is_none())
+      throw nb::type_error(("cannot remove submodule '" + name + "' by assigning None").c_str());
+  if (PyObject_GenericSetAttr(self.ptr(), nb::str(name.c_str()).ptr(), value.ptr()) != 0)
+    throw nb::python_error();
+}
+
+nb::list pairs(const std::vector<std::pair<std::string, Tensor>>& items, bool params,
+               const std::string& prefix) {
+  nb::list out;
+  for (const auto& [k, v] : items)
+    out.append(nb::make_tuple(prefix.empty() ? k : prefix + "." + k, params ? param_object(v) : nb::cast(v)));
+  return out;
+}
+
+void named_modules(const ModulePtr& m, const std::string& prefix, nb::list& out,
+                   std::vector<const Module*>& seen) {
+  for (const Module* s : seen)
+    if (s == m.get()) return;
+  seen.push_back(m.get());
+  out.append(nb::make_tuple(prefix, m));
+  for (const auto& [k, c] : m->named_children())
+    named_modules(c, prefix.empty() ? k : prefix + "." + k, out, seen);
+}
+
+StateDict state_dict_from(nb::dict d) {
+  StateDict sd;
+  for (auto [k, v] : d) {
+    if (!nb::isinstance<Tensor>(v))
+      throw nb::type_error(("state_dict value for '" + nb::cast<std::string>(nb::str(k)) +
+                            "' is not a lockstep.Tensor").c_str());
+    sd.insert(nb::cast<std::string>(nb::str(k)), nb::cast<Tensor>(v));
+  }
+  return sd;
+}
+
+}  // namespace
+
+StateDict to_state_dict(nb::dict d) { return state_dict_from(d); }
+
+nb::dict from_state_dict(const StateDict& sd) {
+  nb::dict out;
+  for (const auto& [k, v] : sd) out[k.c_str()] = v;
+  return out;
+}
+
+void bind_nn(nb::module_& m) {
+  nb::class_<Parameter, Tensor>(m, "Parameter",
+                                "A Tensor that a Module registers as a parameter when assigned "
+                                "as an attribute (torch.nn.Parameter). Shares `data`'s memory.")
+      .def("__init__", [](Parameter* p, std::optional<Tensor> data, bool requires_grad) {
+        Tensor t = data ? data->detach() : empty(Shape{0});
+        new (p) Parameter(t);
+        p->requires_grad_(requires_grad);
+      }, "data"_a = nb::none(), "requires_grad"_a = true)
+      .def("__repr__", [](const Parameter& p) { return "Parameter containing:\n" + p.str(); });
+
+  nb::class_<Module, PyModule>(m, "Module", nb::dynamic_attr(),
+                               "Base of every layer and model (torch.nn.Module). Subclass it, "
+                               "call super().__init__(), assign Parameters, buffers and Modules "
+                               "as attributes, and define forward().")
+      .def(nb::init<>())
+      .def("__getattr__", [](Module& self, const std::string& name) { return get_attr(self, name); })
+      .def("__setattr__", &set_attr, "name"_a, "value"_a.none())
+      .def("forward", [](Module& self, const Tensor& x) { return self.forward(x); }, "input"_a)
+      .def("_type_name", &Module::name)
+      .def("_clone", [](const Module& self) { return self.clone(); },
+           "A deep copy with its own parameters (what DataParallel replicates).")
+      .def("__deepcopy__", [](const Module& self, nb::handle) { return self.clone(); }, "memo"_a)
+      .def("parameters", [](const Module& self, bool recurse) {
+        nb::list out;
+        for (const Tensor& t : self.parameters(recurse)) out.append(param_object(t));
+        return out;
+      }, "recurse"_a = true, "The parameters, children's after their parent's, each once.")
+      .def("named_parameters", [](const Module& self, const std::string& prefix, bool recurse) {
+        return pairs(self.named_parameters(recurse), true, prefix);
+      }, "prefix"_a = "", "recurse"_a = true)
+      .def("buffers", [](const Module& self, bool recurse) { return self.buffers(recurse); },
+           "recurse"_a = true)
+      .def("named_buffers", [](const Module& self, const std::string& prefix, bool recurse) {
+        return pairs(self.named_buffers(recurse), false, prefix);
+      }, "prefix"_a = "", "recurse"_a = true)
+      .def("children", [](const Module& self) { return self.children(); })
+      .def("named_children", [](const Module& self) { return self.named_children(); })
+      .def("named_modules", [](ModulePtr self, const std::string& prefix) {
+        nb::list out;
+        std::vector<const Module*> seen;
+        named_modules(self, prefix, out, seen);
+        return out;
+      }, "prefix"_a = "")
+      .def("register_parameter", [](Module& self, const std::string& name, std::optional<Tensor> p) {
+        self.register_parameter(name, p ? *p : Tensor(), p && p->requires_grad());
+      }, "name"_a, "param"_a.none())
+      .def("register_buffer", [](Module& self, const std::string& name, std::optional<Tensor> t,
+                                 bool persistent) {
+        if (!persistent)
+          throw ValueError("register_buffer('" + name + "', persistent=False) is not supported");
+        self.register_buffer(name, t ? *t : Tensor());
+      }, "name"_a, "tensor"_a.none(), "persistent"_a = true)
+      .def("add_module", [](Module& self, const std::string& name, ModulePtr c) {
+        self.register_child(name, std::move(c));
+      }, "name"_a, "module"_a)
+      .def("register_module", [](Module& self, const std::string& name, ModulePtr c) {
+        self.register_child(name, std::move(c));
+      }, "name"_a, "module"_a)
+      .def("state_dict", [](const Module& self) { return from_state_dict(self.state_dict()); },
+           "Parameters and buffers under dotted names (values shared with the module).")
+      .def("_load_state_dict", [](Module& self, nb::dict d, bool strict) {
+        self.load_state_dict(state_dict_from(d), strict);
+      }, "state_dict"_a, "strict"_a = true)
+      .def("train", [](nb::handle self, bool mode) {
+        nb::cast<Module&>(self).train(mode);
+        return nb::borrow(self);
+      }, "mode"_a = true)
+      .def("eval", [](nb::handle self) {
+        nb::cast<Module&>(self).eval();
+        return nb::borrow(self);
+      })
+      .def_prop_ro("training", &Module::is_training)
+      .def("_to_device", [](Module& self, const Device& d) { self.to(d); }, "device"_a)
+      .def("_to_dtype", [](Module& self, DType t) { self.to(t); }, "dtype"_a)
+      .def("zero_grad", [](Module& self, bool set_to_none) {
+        if (set_to_none) {
+          self.zero_grad();
+        } else {
+          for (Tensor& p : self.parameters())
+            if (p.grad().defined()) p.grad().zero_();
+        }
+      }, "set_to_none"_a = true);
+
+  nb::class_<nn::Linear, Module>(m, "Linear", "y = x Wᵀ + b (torch.nn.Linear); weight [out, in].")
+      .def(nb::init<std::int64_t, std::int64_t, bool>(), "in_features"_a, "out_features"_a, "bias"_a = true)
+      .def_ro("in_features", &nn::Linear::in_features)
+      .def_ro("out_features", &nn::Linear::out_features);
+  nb::class_<nn::ReLU, Module>(m, "ReLU").def("__init__", [](nn::ReLU* r, bool) { new (r) nn::ReLU(); },
+                                              "inplace"_a = false);
+  nb::class_<nn::Tanh, Module>(m, "Tanh").def(nb::init<>());
+  nb::class_<nn::Sigmoid, Module>(m, "Sigmoid").def(nb::init<>());
+  nb::class_<nn::GELU, Module>(m, "GELU").def(nb::init<std::string>(), "approximate"_a = "none");
+  nb::class_<nn::Dropout, Module>(m, "Dropout")
+      .def("__init__", [](nn::Dropout* d, double p, bool) { new (d) nn::Dropout(p); }, "p"_a = 0.5,
+           "inplace"_a = false)
+      .def_ro("p", &nn::Dropout::p);
+  nb::class_<nn::Flatten, Module>(m, "Flatten").def(nb::init<int, int>(), "start_dim"_a = 1, "end_dim"_a = -1);
+  nb::class_<nn::Conv2d, Module>(m, "Conv2d")
+      .def(nb::init<std::int64_t, std::int64_t, Size2, Size2, Size2, Size2, std::int64_t, bool>(),
+           "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a, "padding"_a,
+           "dilation"_a, "groups"_a, "bias"_a);
+  nb::class_<nn::MaxPool2d, Module>(m, "MaxPool2d")
+      .def(nb::init<Size2, std::optional<Size2>, Size2>(), "kernel_size"_a, "stride"_a.none(), "padding"_a);
+  nb::class_<nn::AvgPool2d, Module>(m, "AvgPool2d")
+      .def(nb::init<Size2, std::optional<Size2>, Size2>(), "kernel_size"_a, "stride"_a.none(), "padding"_a);
+  nb::class_<nn::AdaptiveAvgPool2d, Module>(m, "AdaptiveAvgPool2d").def(nb::init<Size2>(), "output_size"_a);
+  nb::class_<nn::BatchNormBase, Module>(m, "_BatchNorm")
+      .def_prop_ro("synchronized", &nn::BatchNormBase::synchronized,
+                   "Whether training statistics span every replica (SyncBatchNorm, or after "
+                   "convert_sync_batchnorm, which switches BatchNorm layers in place).");
+  nb::class_<nn::BatchNorm1d, nn::BatchNormBase>(m, "BatchNorm1d")
+      .def(nb::init<std::int64_t, double, std::optional<double>, bool, bool>(), "num_features"_a,
+           "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true, "track_running_stats"_a = true);
+  nb::class_<nn::BatchNorm2d, nn::BatchNormBase>(m, "BatchNorm2d")
+      .def(nb::init<std::int64_t, double, std::optional<double>, bool, bool>(), "num_features"_a,
+           "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true, "track_running_stats"_a = true);
+  nb::class_<nn::SyncBatchNorm, nn::BatchNormBase>(m, "SyncBatchNorm")
+      .def(nb::init<std::int64_t, double, std::optional<double>, bool, bool>(), "num_features"_a,
+           "eps"_a = 1e-5, "momentum"_a.none() = 0.1, "affine"_a = true, "track_running_stats"_a = true);
+  m.def("convert_sync_batchnorm", &nn::convert_sync_batchnorm, "module"_a);
+  nb::class_<nn::LayerNorm, Module>(m, "LayerNorm")
+      .def("__init__", [](nn::LayerNorm* l, std::vector<std::int64_t> shape, double eps, bool affine, bool bias) {
+        new (l) nn::LayerNorm(Shape(shape), eps, affine, bias);
+      }, "normalized_shape"_a, "eps"_a = 1e-5, "elementwise_affine"_a = true, "bias"_a = true);
+  nb::class_<nn::Embedding, Module>(m, "Embedding")
+      .def(nb::init<std::int64_t, std::int64_t>(), "num_embeddings"_a, "embedding_dim"_a);
+  nb::class_<nn::Sequential, Module>(m, "_Sequential").def(nb::init<>()).def("append", [](nb::handle self, ModulePtr c) {
+    nb::cast<nn::Sequential&>(self).push_back(std::move(c));
+    return nb::borrow(self);
+  }, "module"_a);
+
+  nb::module_ init = m.def_submodule("init", "torch.nn.init over the default generator");
+  init.def("uniform_", [](Tensor t, double a, double b, Generator* g) {
+    NoGradGuard ng;
+    nn::init::uniform_(t, a, b, g);
+    return t;
+  }, "tensor"_a, "a"_a = 0.0, "b"_a = 1.0, "generator"_a = nb::none());
+  init.def("normal_", [](Tensor t, double mean, double std, Generator* g) {
+    NoGradGuard ng;
+    nn::init::normal_(t, mean, std, g);
+    return t;
+  }, "tensor"_a, "mean"_a = 0.0, "std"_a = 1.0, "generator"_a = nb::none());
+
+  m.def("clip_grad_norm_", [](nb::handle params, double max_norm, double norm_type) {
+    std::vector<Tensor> ps;
+    if (nb::isinstance<Tensor>(params)) ps.push_back(nb::cast<Tensor>(params));
+    else for (nb::handle h : params) ps.push_back(nb::cast<Tensor>(h));
+    return nn::utils::clip_grad_norm_(ps, max_norm, norm_type);
+  }, "parameters"_a, "max_norm"_a, "norm_type"_a = 2.0);
+}
+
+}  // namespace lockstep::python

@@ -1,0 +1,100 @@
+"""Writes golden.safetensors: what PyTorch computes for the cases tests/python checks.
+
+Run with a venv that has torch, numpy and safetensors (CI installs no torch; the file is
+committed):
+    python3 -m venv ../torch-venv && ../torch-venv/bin/pip install torch numpy safetensors
+    ../torch-venv/bin/python tests/data/python/generate.py
+Every tensor is float32 unless named *_f64 or int64 (labels). Inputs are stored beside the
+outputs, so the tests never depend on a random stream.
+"""
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+torch.manual_seed(0)
+out = {}
+
+# ---- the reference program's model: forward, loss, gradients, SGD and Adam trajectories ----
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(10, 5)
+        self.fc2 = nn.Linear(5, 2)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+net = Net()
+for k, v in net.state_dict().items():
+    out[f"mlp.init.{k}"] = v.clone()
+X = torch.randn(96, 10)
+y = torch.randint(0, 2, (96,))
+out["mlp.X"], out["mlp.y"] = X, y
+logits = net(X[:32])
+loss = F.cross_entropy(logits, y[:32])
+loss.backward()
+out["mlp.logits"], out["mlp.loss"] = logits.detach(), loss.detach()
+for k, p in net.named_parameters():
+    out[f"mlp.grad.{k}"] = p.grad.clone()
+
+
+def trajectory(make_opt, name, sched=None):
+    m = Net()
+    m.load_state_dict({k[len("mlp.init."):]: v for k, v in out.items() if k.startswith("mlp.init.")})
+    opt = make_opt(m.parameters())
+    s = sched(opt) if sched else None
+    lrs = []
+    for epoch in range(2):
+        for i in range(0, 96, 32):
+            opt.zero_grad()
+            F.cross_entropy(m(X[i:i + 32]), y[i:i + 32]).backward()
+            opt.step()
+        if s:
+            s.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    for k, v in m.state_dict().items():
+        out[f"{name}.{k}"] = v.clone()
+    out[f"{name}.lrs_f64"] = torch.tensor(lrs, dtype=torch.float64)
+
+
+trajectory(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3), "sgd")
+trajectory(lambda p: torch.optim.Adam(p, lr=1e-2), "adam")
+trajectory(lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1), "adamw",
+           lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.5))
+
+# ---- ops ----
+a = torch.randn(4, 7)
+out["ops.a"] = a
+out["ops.softmax1"] = F.softmax(a, dim=1)
+out["ops.log_softmax0"] = F.log_softmax(a, dim=0)
+out["ops.gelu"] = F.gelu(a)
+out["ops.gelu_tanh"] = F.gelu(a, approximate="tanh")
+t = torch.tensor([1, -100, 6, 0])
+out["ops.ce_target"] = t
+out["ops.ce_ignore"] = F.cross_entropy(a, t)
+b = torch.randn(4, 7)
+out["ops.b"] = b
+out["ops.mse"] = F.mse_loss(a, b)
+out["ops.expr"] = (a * 2 - b / 3 + 1).exp().sum(1)
+img = torch.randn(2, 3, 8, 8)
+w = torch.randn(4, 3, 3, 3)
+cb = torch.randn(4)
+out["ops.img"], out["ops.conv_w"], out["ops.conv_b"] = img, w, cb
+out["ops.conv"] = F.conv2d(img, w, cb, stride=1, padding=1)
+out["ops.maxpool"] = F.max_pool2d(img, 2)
+out["ops.avgpool"] = F.avg_pool2d(img, 2, stride=2)
+out["ops.layer_norm"] = F.layer_norm(a, (7,))
+out["ops.index_rows"] = a[torch.tensor([3, 0, 0])]
+out["ops.slice"] = a[1:3, ::2]
+
+out = {k: v.contiguous().clone() for k, v in out.items()}
+save_file(out, os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.safetensors"),
+          metadata={"torch": torch.__version__})
+# A state_dict written by safetensors.torch as a torch user would: loads into lockstep's Sequential.
+seq = nn.Sequential(nn.Linear(10, 5), nn.ReLU(), nn.Linear(5, 2))
+save_file(seq.state_dict(), os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_sequential.safetensors"))
+print("wrote", len(out), "tensors with torch", torch.__version__)

@@ -1,0 +1,103 @@
+"""nn.DataParallel from Python: a Python forward on every replica, PyTorch's gradients."""
+import gc
+import os
+import subprocess
+import sys
+import weakref
+
+import pytest
+
+import lockstep as torch
+import lockstep.nn as nn
+import lockstep.nn.functional as F
+from conftest import close
+from test_nn import Net, reference_net
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def test_gradients_match_pytorch_on_several_devices(golden):
+    for devices in (["cpu:0"], ["cpu:0", "cpu:1"], ["cpu:0", "cpu:1", "cpu:2"]):
+        net = reference_net(golden)
+        dp = nn.DataParallel(net, device_ids=devices)
+        assert dp.module is not None and len(dp.device_ids) == len(devices)
+        logits = dp(golden["mlp.X"][:32])
+        close(logits, golden["mlp.logits"])
+        loss = nn.CrossEntropyLoss()(logits, golden["mlp.y"][:32])
+        close(loss, golden["mlp.loss"])
+        loss.backward()
+        for name, p in net.named_parameters():
+            close(p.grad, golden[f"mlp.grad.{name}"])
+
+
+def test_default_devices_are_one_cpu_worker_per_core():
+    dp = nn.DataParallel(Net())
+    assert [d.type for d in dp.device_ids] == ["cpu"] * len(dp.device_ids)
+    assert len(dp.device_ids) == len(torch._C.default_devices())
+
+
+def test_a_data_dependent_branch_runs_on_each_replica():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(2, 1)
+            self.b = nn.Linear(2, 1)
+
+        def forward(self, x):
+            # each replica sees its own chunk and takes its own branch
+            return self.a(x) if x.sum().item() > 0 else self.b(x) * 0
+
+    m = Branchy()
+    x = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
+    out = nn.DataParallel(m, device_ids=["cpu:0", "cpu:1"])(x)
+    assert out[1].item() == 0.0
+    close(out[0], m.a(x[:1])[0])
+
+
+def test_errors_in_a_replica_keep_their_type():
+    class Bad(nn.Module):
+        def forward(self, x):
+            return x[100]
+
+    with pytest.raises(IndexError, match="out of bounds"):
+        nn.DataParallel(Bad(), device_ids=["cpu:0", "cpu:1"])(torch.zeros(4, 2))
+    with pytest.raises(ValueError):
+        nn.DataParallel(Net(), device_ids=[])
+    with pytest.raises(ValueError):
+        nn.DataParallel(Net(), dim=1)
+    with pytest.raises(torch.DeviceError):
+        nn.DataParallel(Net(), device_ids=["cuda:7"])
+
+
+def test_deterministic_mode_gives_the_same_bits_for_any_device_count(golden):
+    results = []
+    for devices in (["cpu:0"], ["cpu:0", "cpu:1"], ["cpu:0", "cpu:1", "cpu:2"]):
+        net = reference_net(golden)
+        dp = nn.DataParallel(net, device_ids=devices, deterministic=True)
+        opt = torch.optim.SGD(dp.parameters(), lr=0.1)
+        for i in range(0, 96, 32):
+            opt.zero_grad()
+            F.cross_entropy(dp(golden["mlp.X"][i:i + 32]), golden["mlp.y"][i:i + 32]).backward()
+            opt.step()
+        results.append([p.detach().numpy().tobytes() for p in net.parameters()])
+    assert results[0] == results[1] == results[2]
+
+
+def test_a_deleted_wrapper_is_freed():
+    m = Net()
+    dp = nn.DataParallel(m, device_ids=["cpu:0", "cpu:1"])
+    dp(torch.randn(4, 10)).sum().backward()
+    refs = weakref.ref(m), weakref.ref(dp)
+    del m, dp
+    gc.collect()
+    assert refs[0]() is None and refs[1]() is None
+
+
+def test_the_reference_program_runs_with_its_imports_changed():
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "reference_program.py")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [l.split(",")[0] for l in lines] == [f"Epoch {k}" for k in range(1, 11)]
+    assert all(l.split(": ")[0].endswith("Validation Loss") and len(l.split(": ")[1]) == 6 for l in lines)

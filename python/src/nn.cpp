@@ -210,7 +210,12 @@ void bind_nn(nb::module_& m) {
       .def(nb::init<>())
       .def("__getattr__", [](Module& self, const std::string& name) { return get_attr(self, name); })
       .def("__setattr__", &set_attr, "name"_a, "value"_a.none())
-      .def("forward", [](Module& self, const Tensor& x) { return self.forward(x); }, "input"_a)
+      // Without the GIL: a layer may wait for the other replicas inside (SyncBatchNorm's
+      // collectives), and they need the GIL to run their own Python forwards.
+      .def("forward", [](Module& self, const Tensor& x) {
+        nb::gil_scoped_release release;
+        return self.forward(x);
+      }, "input"_a)
       .def("_type_name", &Module::name)
       .def("_clone", [](const Module& self) { return self.clone(); },
            "A deep copy with its own parameters (what DataParallel replicates).")

@@ -124,3 +124,29 @@ def test_fuzz_argument_conversion_never_crashes():
             fn(*args)
         except (TypeError, ValueError, IndexError, RuntimeError, MemoryError, OverflowError):
             pass
+
+
+def test_ctrl_c_in_a_training_loop_raises_keyboard_interrupt():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    code = (
+        "import lockstep as torch, lockstep.nn as nn, sys\n"
+        "m = nn.DataParallel(nn.Linear(64, 64))\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+        "x = torch.randn(256, 64)\n"
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    while True:\n"
+        "        opt.zero_grad(); m(x).sum().backward(); opt.step()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True); sys.exit(3)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ))
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 3 and "interrupted" in out

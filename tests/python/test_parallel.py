@@ -101,3 +101,34 @@ def test_the_reference_program_runs_with_its_imports_changed():
     lines = proc.stdout.splitlines()
     assert [l.split(",")[0] for l in lines] == [f"Epoch {k}" for k in range(1, 11)]
     assert all(l.split(": ")[0].endswith("Validation Loss") and len(l.split(": ")[1]) == 6 for l in lines)
+
+
+def test_batchnorm_replicas_synchronise_and_match_one_device():
+    class BNNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, 3, padding=1)
+            self.bn = nn.BatchNorm2d(4)
+            self.fc = nn.Linear(4 * 4 * 4, 3)
+
+        def forward(self, x):  # Python forward: the replicas meet in SyncBatchNorm's collectives
+            x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+            return self.fc(torch.flatten(x, 1))
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 1, 8, 8)
+    base = BNNet()
+    sd = {k: v.clone() for k, v in base.state_dict().items()}
+    outs, grads = [], []
+    for devices in (["cpu:0"], ["cpu:0", "cpu:1"], ["cpu:0", "cpu:1", "cpu:2"]):
+        m = BNNet()
+        m.load_state_dict(sd)
+        dp = nn.DataParallel(m, device_ids=devices)
+        out = dp(x)
+        out.sum().backward()
+        outs.append(out)
+        grads.append(m.conv.weight.grad)
+        assert m.bn.synchronized == (len(devices) > 1)
+    for o, g in zip(outs[1:], grads[1:]):
+        close(o, outs[0], rtol=1e-4, atol=1e-5)
+        close(g, grads[0], rtol=1e-4, atol=1e-5)

@@ -24,6 +24,18 @@ std::vector<ParamGroup> groups_of(const std::vector<std::vector<Tensor>>& params
   return groups;
 }
 
+// Adam and AdamW take the same arguments: parameter groups, each group's weight decay, the rest.
+template <class Opt, class Options, class Base>
+void bind_adam(nb::module_& m, const char* name) {
+  nb::class_<Opt, Base>(m, name).def(
+      "__init__",
+      [](Opt* o, std::vector<std::vector<Tensor>> params, std::vector<std::optional<double>> wd,
+         double lr, double b1, double b2, double eps, double weight_decay) {
+        new (o) Opt(groups_of(params, wd), Options{lr, b1, b2, eps, weight_decay});
+      },
+      "groups"_a, "group_weight_decay"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a);
+}
+
 }  // namespace
 
 void bind_optim(nb::module_& m) {
@@ -43,18 +55,8 @@ void bind_optim(nb::module_& m) {
                           double dampening, double weight_decay, bool nesterov) {
         new (o) SGD(std::move(params), SGDOptions{lr, momentum, dampening, weight_decay, nesterov});
       }, "params"_a, "lr"_a, "momentum"_a, "dampening"_a, "weight_decay"_a, "nesterov"_a);
-  nb::class_<Adam, Optimizer>(m, "_Adam")
-      .def("__init__", [](Adam* o, std::vector<std::vector<Tensor>> params,
-                          std::vector<std::optional<double>> wd, double lr, double b1, double b2,
-                          double eps, double weight_decay) {
-        new (o) Adam(groups_of(params, wd), AdamOptions{lr, b1, b2, eps, weight_decay});
-      }, "groups"_a, "group_weight_decay"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a);
-  nb::class_<AdamW, Adam>(m, "_AdamW")
-      .def("__init__", [](AdamW* o, std::vector<std::vector<Tensor>> params,
-                          std::vector<std::optional<double>> wd, double lr, double b1, double b2,
-                          double eps, double weight_decay) {
-        new (o) AdamW(groups_of(params, wd), AdamWOptions{lr, b1, b2, eps, weight_decay});
-      }, "groups"_a, "group_weight_decay"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a);
+  bind_adam<Adam, AdamOptions, Optimizer>(m, "_Adam");
+  bind_adam<AdamW, AdamWOptions, Adam>(m, "_AdamW");
 
   nb::class_<LRScheduler>(m, "_LRScheduler")
       .def("step", &LRScheduler::step)

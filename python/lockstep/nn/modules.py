@@ -208,7 +208,23 @@ class LayerNorm(_C.LayerNorm):
         super().__init__(list(normalized_shape), eps, elementwise_affine, bias)
 
 
-class Sequential(_C._Sequential):
+class _IndexedChildren:
+    """len, iteration and indexing over the children, in order (Sequential, ModuleList)."""
+
+    def __len__(self):
+        return len(self.named_children())
+
+    def __iter__(self):
+        return iter(self.children())
+
+    def __getitem__(self, idx):
+        children = self.children()
+        if isinstance(idx, slice):
+            return type(self)._from_children(children[idx])
+        return children[idx]
+
+
+class Sequential(_IndexedChildren, _C._Sequential):
     """Children run in order (torch.nn.Sequential); named "0", "1", ... or by an OrderedDict."""
 
     def __init__(self, *args):
@@ -220,20 +236,12 @@ class Sequential(_C._Sequential):
             for m in args:
                 self.append(m)
 
-    def __len__(self):
-        return len(self.named_children())
-
-    def __iter__(self):
-        return iter(self.children())
-
-    def __getitem__(self, idx):
-        children = self.children()
-        if isinstance(idx, slice):
-            return Sequential(*children[idx])
-        return children[idx]
+    @classmethod
+    def _from_children(cls, children):
+        return cls(*children)
 
 
-class ModuleList(Module):
+class ModuleList(_IndexedChildren, Module):
     """A list of modules registered as children "0", "1", ... (torch.nn.ModuleList)."""
 
     def __init__(self, modules=None):
@@ -250,17 +258,9 @@ class ModuleList(Module):
             self.append(m)
         return self
 
-    def __len__(self):
-        return len(self.named_children())
-
-    def __iter__(self):
-        return iter(self.children())
-
-    def __getitem__(self, idx):
-        children = self.children()
-        if isinstance(idx, slice):
-            return ModuleList(children[idx])
-        return children[idx]
+    @classmethod
+    def _from_children(cls, children):
+        return cls(children)
 
 
 class ModuleDict(Module):

@@ -214,6 +214,7 @@ def is_tensor(obj):
 
 
 from . import cuda  # noqa: E402
+from . import distributed  # noqa: E402
 from . import nn  # noqa: E402
 from . import optim  # noqa: E402
 from . import utils  # noqa: E402

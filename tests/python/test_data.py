@@ -54,3 +54,11 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="Size mismatch"):
         TensorDataset(torch.zeros(3), torch.zeros(4))
     assert len(random_split(ds, [3, 1])[0]) == 3
+
+
+def test_distributed_sampler_without_a_process_group_says_so():
+    with pytest.raises(ValueError, match="init_process_group"):
+        DistributedSampler(TensorDataset(torch.arange(4)))
+    with pytest.raises(RuntimeError, match="mpirun"):
+        torch.distributed.init_process_group("gloo")
+    assert not torch.distributed.is_initialized()

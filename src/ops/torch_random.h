@@ -38,7 +38,7 @@ void normal_fill(double* p, std::int64_t n, double mean, double std, Generator& 
 void normal_fill_16_avx2(float* data, float mean, float std);
 
 /// uniform_int_from_to_distribution (DistributionsHelper.h): random() % range + base, or
-/// random64() when range >= 2^32 (int64, float and double alike).
+/// random64() when range >= 2^28 (the threshold of PyTorch's public builds, any dtype).
 std::int64_t random_from_to(Generator& g, std::uint64_t range, std::int64_t base);
 
 /// uniform_int_distribution (random_() without bounds), as a double for float dtypes:

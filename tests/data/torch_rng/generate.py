@@ -7,7 +7,8 @@ Writes torch_rng.json beside this script:
             with a scalar p goes through MKL on Intel CPUs and through the generator elsewhere),
             MKL availability.
   samplers  one entry per draw, each after its own torch.manual_seed(seed): op, arguments, dtype,
-            size, and the values (float32/float64 as hex bit patterns, int64 as integers).
+            size, and the values (float32/float64 as hex bit patterns, int64 as integers), or
+            for more than 100 values the FNV-1a 64 hash of their bytes.
   chain     several draws from ONE seed in a row (the Box-Muller cache carries between them),
             then torch.get_rng_state() as hex (5056 bytes).
   modules   torch.manual_seed(0), then a module is built: every state_dict entry as shape, dtype
@@ -96,6 +97,13 @@ for size in (5, 37):
                  ("random_", "int64", size, []), ("random_", "int64", size, [3, 17]),
                  ("bernoulli_", "int64", size, [0.6])]
 SAMPLERS += [("randperm", "int64", n, []) for n in (1, 2, 10, 100)]
+# Large draws, stored as hashes: the vectorised normal of every lane and tail, the 64-bit
+# threshold of randint (2^28), a long permutation.
+for dtype in ("float32", "float64"):
+    SAMPLERS += [("randn", dtype, 4099, []), ("normal_", dtype, 4099, [0.3, 0.02]),
+                 ("uniform_", dtype, 4099, [-0.31622776601683794, 0.31622776601683794])]
+SAMPLERS += [("randint", "int64", 5, [0, 2**28 - 1]), ("randint", "int64", 5, [0, 2**28]),
+             ("randint", "int64", 5, [-5, 2**28 - 5]), ("randperm", "int64", 5000, [])]
 
 CHAIN = [("randn", "float64", 3, []), ("randn", "float32", 3, []), ("randn", "float32", 20, []),
          ("rand", "float32", 2, []), ("randn", "float64", 1, []), ("randn", "float64", 1, []),
@@ -182,8 +190,13 @@ def main():
     for seed in (0, 1234):
         for op, dtype, size, args in SAMPLERS:
             torch.manual_seed(seed)
-            samplers.append({"seed": seed, "op": op, "dtype": dtype, "size": size, "args": args,
-                             "values": values(draw(op, dtype, size, args))})
+            t = draw(op, dtype, size, args)
+            e = {"seed": seed, "op": op, "dtype": dtype, "size": size, "args": args}
+            if size > 100:
+                e["fnv1a64"] = fnv1a64(t)
+            else:
+                e["values"] = values(t)
+            samplers.append(e)
     torch.manual_seed(42)
     chain = {"seed": 42, "steps": []}
     for op, dtype, size, args in CHAIN:

@@ -24,6 +24,7 @@ Tensor draw(const nlohmann::json& e) {
   if (op == "rand") return rand({size}, opts);
   if (op == "randint") return randint(a[0].get<std::int64_t>(), a[1].get<std::int64_t>(), {size}, opts);
   if (op == "randperm") return randperm(size);
+  if (op == "dropout") return dropout(ones({size}, opts), a[0].get<double>(), true);
   Tensor t = empty({size}, opts);
   if (op == "normal_") return normal_(t, a[0].get<double>(), a[1].get<double>());
   if (op == "uniform_") return uniform_(t, a[0].get<double>(), a[1].get<double>());

@@ -70,6 +70,8 @@ def draw(op, dtype, size, args):
         return torch.randint(args[0], args[1], (size,), dtype=d)
     if op == "randperm":
         return torch.randperm(size)
+    if op == "dropout":  # the mask times 1: F.dropout of ones in training mode
+        return torch.nn.functional.dropout(torch.ones(size, dtype=d), args[0], training=True)
     t = torch.empty(size, dtype=d)
     if op == "normal_":
         return t.normal_(args[0], args[1])
@@ -97,6 +99,9 @@ for size in (5, 37):
                  ("random_", "int64", size, []), ("random_", "int64", size, [3, 17]),
                  ("bernoulli_", "int64", size, [0.6])]
 SAMPLERS += [("randperm", "int64", n, []) for n in (1, 2, 10, 100)]
+# Dropout's mask (bernoulli_(1 - p) without MKL, then / (1 - p) in the dtype; p = 1 draws nothing).
+SAMPLERS += [("dropout", "float32", 40, [0.0355310621242485]), ("dropout", "float32", 40, [0.5]),
+             ("dropout", "float64", 17, [0.3]), ("dropout", "float32", 5, [1.0])]
 # Large draws, stored as hashes: the vectorised normal of every lane and tail, the 64-bit
 # threshold of randint (2^28), a long permutation.
 for dtype in ("float32", "float64"):
@@ -105,7 +110,7 @@ for dtype in ("float32", "float64"):
 SAMPLERS += [("randint", "int64", 5, [0, 2**28 - 1]), ("randint", "int64", 5, [0, 2**28]),
              ("randint", "int64", 5, [-5, 2**28 - 5]), ("randperm", "int64", 5000, [])]
 
-CHAIN = [("randn", "float64", 3, []), ("randn", "float32", 3, []), ("randn", "float32", 20, []),
+CHAIN = [("dropout", "float32", 3, [1.0]), ("randn", "float64", 3, []), ("randn", "float32", 3, []), ("randn", "float32", 20, []),
          ("rand", "float32", 2, []), ("randn", "float64", 1, []), ("randn", "float64", 1, []),
          ("randn", "float64", 1, [])]
 

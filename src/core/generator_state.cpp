@@ -44,7 +44,8 @@ std::vector<std::uint8_t> Generator::get_state() const {
   s.left = mt_->left;
   s.seeded = 1;
   s.next = mt_->next;
-  for (int i = 0; i < detail::MT19937::kN; ++i) s.state[i] = mt_->state[static_cast<std::size_t>(i)];
+  for (int i = 0; i < detail::MT19937::kN; ++i)
+    s.state[i] = mt_->state[static_cast<std::size_t>(i)];
   s.normal_is_valid = normal_double_.has_value();
   s.normal_y = normal_double_.value_or(0.0);
   s.is_next_float_normal_sample_valid = normal_float_.has_value();

@@ -22,7 +22,8 @@ struct MT19937 {
   void seed(std::uint64_t s) {
     state[0] = static_cast<std::uint32_t>(s);
     for (int j = 1; j < kN; ++j)
-      state[j] = 1812433253u * (state[j - 1] ^ (state[j - 1] >> 30)) + static_cast<std::uint32_t>(j);
+      state[j] =
+          1812433253u * (state[j - 1] ^ (state[j - 1] >> 30)) + static_cast<std::uint32_t>(j);
     left = 1;
     next = 0;
   }

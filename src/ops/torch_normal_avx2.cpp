@@ -41,7 +41,7 @@ float log_ps(float x) {
   e = e - (mask ? 1.0f : 0.0f);
   x = x + tmp0;
   const float z = x * x;
-  static constexpr double kP[9] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1,
+  static constexpr double kP[9] = {7.0376836292E-2,  -1.1514610310E-1, 1.1676998740E-1,
                                    -1.2420140846E-1, +1.4249322787E-1, -1.6668057665E-1,
                                    +2.0000714765E-1, -2.4999993993E-1, +3.3333331174E-1};
   float y = static_cast<float>(kP[0]);
@@ -73,14 +73,13 @@ void sincos_ps(float x, float* s, float* c) {
 
   const float z = x * x;
   float yc = std::fma(static_cast<float>(2.443315711809948E-005), z,
-                     static_cast<float>(-1.388731625493765E-003));
+                      static_cast<float>(-1.388731625493765E-003));
   yc = std::fma(yc, z, static_cast<float>(4.166664568298827E-002));
   yc = yc * z;
   yc = std::fma(yc, z, -(z * 0.5f));
   yc = yc + 1.0f;
 
-  float ys = std::fma(static_cast<float>(-1.9515295891E-4), z,
-                     static_cast<float>(8.3321608736E-3));
+  float ys = std::fma(static_cast<float>(-1.9515295891E-4), z, static_cast<float>(8.3321608736E-3));
   ys = std::fma(ys, z, static_cast<float>(-1.6666654611E-1));
   ys = ys * z;
   ys = std::fma(ys, x, x);

@@ -13,6 +13,7 @@ namespace {
 
 using testing::torch_rng;
 using testing::torch_values;
+using TorchGenerator = testing::TorchStreams;
 
 Tensor draw(const nlohmann::json& e) {
   const std::string op = e["op"];
@@ -22,7 +23,8 @@ Tensor draw(const nlohmann::json& e) {
   TensorOptions opts(dtype);
   if (op == "randn") return randn({size}, opts);
   if (op == "rand") return rand({size}, opts);
-  if (op == "randint") return randint(a[0].get<std::int64_t>(), a[1].get<std::int64_t>(), {size}, opts);
+  if (op == "randint")
+    return randint(a[0].get<std::int64_t>(), a[1].get<std::int64_t>(), {size}, opts);
   if (op == "randperm") return randperm(size);
   if (op == "dropout") return dropout(ones({size}, opts), a[0].get<double>(), true);
   Tensor t = empty({size}, opts);
@@ -34,17 +36,6 @@ Tensor draw(const nlohmann::json& e) {
   throw ValueError("unknown op " + op);
 }
 
-// Runs the test body with the default generator switched to MT19937, restoring it afterwards.
-class TorchGenerator : public ::testing::Test {
- protected:
-  void SetUp() override {
-    saved_ = default_generator();
-    default_generator().set_engine(Generator::Engine::MT19937);
-  }
-  void TearDown() override { default_generator() = saved_; }
-  Generator saved_;
-};
-
 TEST_F(TorchGenerator, EverySamplerDtypeAndSizeMatchesTorchBitwise) {
   int checked = 0;
   for (const auto& e : torch_rng()["samplers"]) {
@@ -55,8 +46,8 @@ TEST_F(TorchGenerator, EverySamplerDtypeAndSizeMatchesTorchBitwise) {
           << e["op"] << " " << e["dtype"] << " size " << e["size"] << " seed " << e["seed"];
     else
       EXPECT_EQ(torch_values(t), e["values"])
-        << e["op"] << " " << e["dtype"] << " size " << e["size"] << " args " << e["args"]
-        << " seed " << e["seed"];
+          << e["op"] << " " << e["dtype"] << " size " << e["size"] << " args " << e["args"]
+          << " seed " << e["seed"];
     ++checked;
   }
   EXPECT_GE(checked, 100);

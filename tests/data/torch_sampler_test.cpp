@@ -14,16 +14,7 @@ namespace {
 
 using testing::torch_rng;
 using testing::torch_values;
-
-class TorchOrder : public ::testing::Test {
- protected:
-  void SetUp() override {
-    saved_ = default_generator();
-    default_generator().set_engine(Generator::Engine::MT19937);
-  }
-  void TearDown() override { default_generator() = saved_; }
-  Generator saved_;
-};
+using TorchOrder = testing::TorchStreams;
 
 std::shared_ptr<data::TensorDataset> indices_dataset(std::int64_t n) {
   Tensor x = arange(n);

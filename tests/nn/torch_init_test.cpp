@@ -16,6 +16,7 @@ namespace {
 
 using testing::torch_rng;
 using testing::torch_values;
+using TorchInit = testing::TorchStreams;
 
 std::map<std::string, std::function<std::shared_ptr<nn::Module>()>> makers() {
   const auto& c = torch_rng()["gpt_config"];
@@ -41,16 +42,6 @@ std::map<std::string, std::function<std::shared_ptr<nn::Module>()>> makers() {
   };
 }
 
-class TorchInit : public ::testing::Test {
- protected:
-  void SetUp() override {
-    saved_ = default_generator();
-    default_generator().set_engine(Generator::Engine::MT19937);
-  }
-  void TearDown() override { default_generator() = saved_; }
-  Generator saved_;
-};
-
 TEST_F(TorchInit, EveryModulesInitialStateDictIsTorchsBitwise) {
   const auto all = makers();
   for (const auto& [name, want] : torch_rng()["modules"].items()) {
@@ -68,7 +59,8 @@ TEST_F(TorchInit, EveryModulesInitialStateDictIsTorchsBitwise) {
       EXPECT_EQ(Shape(e["shape"].get<std::vector<std::int64_t>>()), t->shape()) << key;
       EXPECT_EQ(testing::torch_dtype(e["dtype"]), t->dtype()) << key;
       EXPECT_EQ(testing::torch_fnv1a64(*t), e["fnv1a64"].get<std::string>())
-          << key << ": first values " << torch_values(t->reshape({-1}).narrow(0, 0, std::min<std::int64_t>(4, t->numel())))
+          << key << ": first values "
+          << torch_values(t->reshape({-1}).narrow(0, 0, std::min<std::int64_t>(4, t->numel())))
           << ", torch's " << e["first"];
     }
     EXPECT_EQ(entries, sd.size());

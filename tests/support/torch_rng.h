@@ -3,14 +3,15 @@
 // hex bit patterns, int64 as integers, whole tensors as FNV-1a 64 hashes of their bytes.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lockstep/lockstep.h"
 #include "support/golden.h"
@@ -59,6 +60,20 @@ inline std::string torch_fnv1a64(const Tensor& t) {
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
 }
+
+/// A test whose default generator is PyTorch's (MT19937) while it runs; the previous generator
+/// (engine, seed and position) is restored afterwards.
+class TorchStreams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = default_generator();
+    default_generator().set_engine(Generator::Engine::MT19937);
+  }
+  void TearDown() override { default_generator() = saved_; }
+
+ private:
+  Generator saved_;
+};
 
 inline DType torch_dtype(const std::string& name) {
   if (name == "float32") return DType::Float32;

@@ -14,6 +14,7 @@ Writes torch_rng.json beside this script:
   modules   torch.manual_seed(0), then a module is built: every state_dict entry as shape, dtype
             and the FNV-1a 64 hash of its little-endian bytes (the bits, compactly), plus the first
             values as hex; small modules also list every value.
+  cli_mlp   torch.manual_seed(3); nn.Sequential(Linear(10, 16), ReLU(), Linear(16, 2)), as modules.
   orders    DataLoader / RandomSampler / DistributedSampler visiting orders after a seed, and a
             randint(0, 1000, (3,)) drawn afterwards (which shows what iterating consumed).
 
@@ -135,8 +136,8 @@ def modules():
     }, gpt_config
 
 
-def module_entry(make):
-    torch.manual_seed(0)
+def module_entry(make, seed=0):
+    torch.manual_seed(seed)
     m = make()
     out = {}
     for k, v in m.state_dict(keep_vars=False).items():
@@ -210,7 +211,10 @@ def main():
     chain["state"] = torch.get_rng_state().numpy().tobytes().hex()
     makers, gpt_config = modules()
     mods = {name: module_entry(make) for name, make in makers.items()}
-    doc = {"meta": meta, "samplers": samplers, "chain": chain, "modules": mods,
+    # `lockstep train --torch-init --seed 3 --model mlp:10,16,2` (tests/e2e/cli_torch_init_test.cpp)
+    cli = {"seed": 3, "model": "mlp:10,16,2", "state": module_entry(
+        lambda: nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 2)), seed=3)}
+    doc = {"meta": meta, "samplers": samplers, "chain": chain, "modules": mods, "cli_mlp": cli,
            "gpt_config": gpt_config, "orders": order_entries()}
     with open(os.path.join(HERE, "torch_rng.json"), "w") as f:
         json.dump(doc, f, separators=(",", ":"))

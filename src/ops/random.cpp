@@ -9,6 +9,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
+#include "ops/op_utils.h"
 #include "ops/torch_random.h"
 
 namespace lockstep {
@@ -68,10 +69,9 @@ Tensor& uniform_(Tensor& t, double from, double to, Generator* gen) {
     return t;
   }
   return draw_into(t, gen, [&](Generator& g, Tensor& h) {
-    if (h.dtype() == DType::Float32)
-      torch_random::uniform_fill(h.data_ptr<float>(), h.numel(), from, to, g);
-    else
-      torch_random::uniform_fill(h.data_ptr<double>(), h.numel(), from, to, g);
+    detail::visit_float(h.dtype(), [&](auto zero) {
+      torch_random::uniform_fill(h.data_ptr<decltype(zero)>(), h.numel(), from, to, g);
+    });
   });
 }
 
@@ -84,10 +84,9 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
     return t;
   }
   return draw_into(t, gen, [&](Generator& g, Tensor& h) {
-    if (h.dtype() == DType::Float32)
-      torch_random::normal_fill(h.data_ptr<float>(), h.numel(), mean, std, g);
-    else
-      torch_random::normal_fill(h.data_ptr<double>(), h.numel(), mean, std, g);
+    detail::visit_float(h.dtype(), [&](auto zero) {
+      torch_random::normal_fill(h.data_ptr<decltype(zero)>(), h.numel(), mean, std, g);
+    });
   });
 }
 

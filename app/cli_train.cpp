@@ -191,6 +191,12 @@ void add_train_command(CLI::App& app, CliOptions& options) {
                        dflt("none: PyTorch's Linear init from --seed"))
       ->check(file_name("FILE"))
       ->type_name("FILE");
+  train->add_flag("--torch-init", c.torch_init,
+                  "Draw the initial parameters as PyTorch does after torch.manual_seed(--seed): "
+                  "the model built from PyTorch's mt19937 generator, so an mlp: model starts "
+                  "from the weights of PyTorch's nn.Sequential of the same layers (data, "
+                  "shuffling and dropout keep Lockstep's streams)" +
+                      dflt("off: Lockstep's Philox generator"));
   train
       ->add_option("--save", c.save,
                    "Write the final parameters (the model's state_dict, float32) as safetensors" +

@@ -12,6 +12,7 @@
 #include "data_source.h"
 #include "gpt_spec.h"
 #include "layer_spec.h"
+#include "lockstep/core/generator.h"
 #include "lockstep/nn/sequential.h"
 
 namespace lockstep::app {
@@ -108,6 +109,18 @@ inline constexpr std::int64_t kResnet20Classes = 10;
 /// nn::resnet20(C, 10) for images [C, H, W] (C from the data): ValueError when the data does not
 /// have 10 classes (max label + 1) or its images do not fit (one eval-mode forward of zeros).
 /// MLPs and layer lists are nn::Sequential, resnet20 an nn::ResNet.
+/// Runs `make` (which builds the model) with the default generator it draws the initial
+/// parameters from: with `torch_init` (--torch-init) a fresh MT19937 generator seeded with `seed`
+/// (torch.manual_seed(seed)'s stream, so the modules get PyTorch's initial values; the process's
+/// default generator is left untouched), otherwise the default generator as it stands.
+template <class F>
+auto with_torch_init(bool torch_init, std::uint64_t seed, F make) {
+  if (!torch_init) return make();
+  Generator torch_gen(seed, Generator::Engine::MT19937);
+  DefaultGeneratorGuard guard(torch_gen);
+  return make();
+}
+
 std::shared_ptr<nn::Module> make_model(const ModelSpec& spec, const ModelOptions& options,
                                        const LoadedData& data, int copies, const std::string& note);
 

@@ -127,6 +127,9 @@ struct TrainOptions {
   std::vector<Device> devices;
   /// safetensors files: initial parameters, final parameters.
   std::string init, save;
+  /// --torch-init: the initial parameters drawn as PyTorch draws them after
+  /// torch.manual_seed(--seed) (model_spec.h, with_torch_init).
+  bool torch_init = false;
   /// Where epoch checkpoints go; --resume continues from the newest one there.
   std::string checkpoint_dir;
   bool resume = false;

@@ -135,10 +135,12 @@ void Trainer::setup() {
     // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
     const MemoryNeed mlp_need =
         check_run_memory(o_, r_.model, data_, replicas_here, dist_.world, nullptr);
-    model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
+    model_ = with_torch_init(o_.torch_init, o_.data.seed, [&] {
+      return make_model(r_.model, o_.model, data_, /*copies=*/2,
                         o_.model.spec.empty()
                             ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                             : "");
+    });
     r_.eval_rows =
         eval_chunk_rows(r_.model.mlp ? mlp_need
                                      : check_run_memory(o_, r_.model, data_, replicas_here,

@@ -69,7 +69,8 @@ void Trainer::setup_text_model(std::int64_t replicas) {
   r_.eval_rows = eval_chunk_rows(need);
   // The model from --seed (nanoGPT's init), then the windows from their own generator.
   manual_seed(o_.data.seed);
-  model_ = std::make_shared<nn::GPT>(config);
+  model_ = with_torch_init(o_.torch_init, o_.data.seed,
+                           [&] { return std::make_shared<nn::GPT>(config); });
   if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   windows_ = Generator(o_.data.seed);
 }

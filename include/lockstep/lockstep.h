@@ -41,6 +41,7 @@
 #include "lockstep/ops/autocast.h"
 #include "lockstep/ops/kernel_mode.h"
 #include "lockstep/ops/ops.h"
+#include "lockstep/ops/random.h"
 #include "lockstep/optim/adam.h"
 #include "lockstep/optim/configure_optimizers.h"
 #include "lockstep/optim/lr_scheduler.h"

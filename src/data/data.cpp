@@ -3,6 +3,7 @@
 
 #include "lockstep/data/dataloader.h"
 #include "lockstep/ops/ops.h"
+#include "lockstep/ops/random.h"
 
 namespace lockstep::data {
 
@@ -144,7 +145,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
                      std::to_string(options_.batch_size));
   if (options_.shuffle)
     sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
-  else
+  builtin_shuffle_ = options_.shuffle;
+  if (!options_.shuffle)
     sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
 }
 
@@ -167,7 +169,16 @@ std::int64_t DataLoader::size() const {
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  auto order = sampler_->indices(sampler_->own_epoch().value_or(next_epoch_));
+  const bool torch_streams = default_generator().engine() == Generator::Engine::MT19937;
+  if (torch_streams) {
+    // PyTorch's iter(DataLoader): _BaseDataLoaderIter draws its base seed (an int64 random_()
+    // of the default generator) even unshuffled, then RandomSampler draws its own seed.
+    Tensor base_seed = empty({}, kInt64);
+    random_(base_seed);
+  }
+  auto order = torch_streams && builtin_shuffle_
+                   ? TorchRandomSampler(dataset_->size()).indices(0)
+                   : sampler_->indices(sampler_->own_epoch().value_or(next_epoch_));
   ++next_epoch_;
   return Iterator(this, std::move(order), 0);
 }

@@ -27,13 +27,14 @@ void check_replicas(const char* what, std::int64_t count, const char* count_name
 
 DistributedSampler::DistributedSampler(std::int64_t dataset_size, std::int64_t num_replicas,
                                        std::int64_t rank, bool shuffle, std::uint64_t seed,
-                                       bool drop_last)
+                                       bool drop_last, Generator::Engine engine)
     : n_(dataset_size),
       num_replicas_(num_replicas),
       rank_(rank),
       shuffle_(shuffle),
       seed_(seed),
-      drop_last_(drop_last) {
+      drop_last_(drop_last),
+      engine_(engine) {
   if (dataset_size < 0)
     throw ValueError("DistributedSampler: dataset_size must not be negative, got " +
                      std::to_string(dataset_size));
@@ -48,7 +49,7 @@ DistributedSampler::DistributedSampler(std::int64_t dataset_size, std::int64_t n
 std::vector<std::int64_t> DistributedSampler::indices(std::int64_t epoch) const {
   std::vector<std::int64_t> perm;
   if (shuffle_) {
-    Generator g(seed_ + static_cast<std::uint64_t>(epoch));
+    Generator g(seed_ + static_cast<std::uint64_t>(epoch), engine_);
     perm = randperm(n_, &g).to_vector<std::int64_t>();
   } else {
     perm.resize(static_cast<std::size_t>(n_));

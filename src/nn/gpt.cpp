@@ -33,23 +33,20 @@ void check_config(const GPTConfig& c, const char* who) {
                      std::to_string(c.dropout));
 }
 
-// nanoGPT's _init_weights for a Linear: weight N(0, 0.02), bias 0.
-std::shared_ptr<Linear> gpt_linear(std::int64_t in, std::int64_t out, bool bias) {
-  auto l = std::make_shared<Linear>(in, out, bias);
-  init::normal_(l->weight, 0.0, 0.02);
-  if (bias) {
-    NoGradGuard no_grad;
-    l->bias.zero_();
+// nanoGPT's self.apply(self._init_weights): every module after its children, in registration
+// order (torch.nn.Module.apply); Linear weight N(0, 0.02) and bias 0, Embedding weight N(0, 0.02).
+// A tied weight is drawn once for each module that holds it, as in PyTorch.
+void init_weights(Module& m) {
+  for (auto& [name, child] : m.named_children()) init_weights(*child);
+  if (auto* l = dynamic_cast<Linear*>(&m)) {
+    init::normal_(l->weight, 0.0, 0.02);
+    if (l->bias.defined()) {
+      NoGradGuard no_grad;
+      l->bias.zero_();
+    }
+  } else if (auto* e = dynamic_cast<Embedding*>(&m)) {
+    init::normal_(e->weight, 0.0, 0.02);
   }
-  return l;
-}
-
-// The residual projections' init "per GPT-2 paper": N(0, 0.02/√(2·n_layer)).
-std::shared_ptr<Linear> residual_projection(std::int64_t in, std::int64_t out,
-                                            const GPTConfig& c) {
-  auto l = gpt_linear(in, out, c.bias);
-  init::normal_(l->weight, 0.0, 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)));
-  return l;
 }
 
 }  // namespace
@@ -66,8 +63,8 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c) : config(c) {
 
 void CausalSelfAttention::reset() {
   const std::int64_t C = config.n_embd;
-  c_attn = register_module("c_attn", gpt_linear(C, 3 * C, config.bias));
-  c_proj = register_module("c_proj", residual_projection(C, C, config));
+  c_attn = register_module("c_attn", std::make_shared<Linear>(C, 3 * C, config.bias));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(C, C, config.bias));
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
 }
 
@@ -94,8 +91,8 @@ MLP::MLP(const GPTConfig& c) : config(c) {
 
 void MLP::reset() {
   const std::int64_t C = config.n_embd;
-  c_fc = register_module("c_fc", gpt_linear(C, 4 * C, config.bias));
-  c_proj = register_module("c_proj", residual_projection(4 * C, C, config));
+  c_fc = register_module("c_fc", std::make_shared<Linear>(C, 4 * C, config.bias));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(4 * C, C, config.bias));
   dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
 }
 
@@ -131,12 +128,13 @@ void GPT::reset() {
   const std::int64_t C = config.n_embd;
   // Registration order is nanoGPT's (transformer first, then lm_head), so named_parameters()
   // meets the tied tensor first as transformer.wte.weight, and state_dict keys come in PyTorch's
-  // order. The model is built and initialised module by module; nanoGPT builds it all, then
-  // applies _init_weights and the c_proj rule: the same distributions, other draws.
+  // order. Construction draws what nanoGPT's does, in its order: every module's PyTorch default
+  // (Embedding N(0, 1), Linear kaiming_uniform_ and bias), then the tie, then _init_weights over
+  // the whole model, then the c_proj rule; so after the same seed on an MT19937 generator the
+  // weights are nanoGPT's bits.
   transformer = register_module("transformer", std::make_shared<ModuleDict>());
   wte = std::make_shared<Embedding>(config.vocab_size, C);
   wpe = std::make_shared<Embedding>(config.block_size, C);
-  init::normal_(wpe->weight, 0.0, 0.02);
   drop = std::make_shared<Dropout>(config.dropout);
   h = std::make_shared<ModuleDict>();
   blocks.clear();
@@ -150,10 +148,18 @@ void GPT::reset() {
   transformer->insert("drop", drop);
   transformer->insert("h", h);
   transformer->insert("ln_f", ln_f);
-  lm_head = register_module("lm_head", gpt_linear(C, config.vocab_size, false));
+  lm_head = register_module("lm_head", std::make_shared<Linear>(C, config.vocab_size, false));
   // https://paperswithcode.com/method/weight-tying: self.transformer.wte.weight = lm_head.weight
   wte->weight = lm_head->weight;
   wte->tie_parameter("weight", lm_head->weight);
+  init_weights(*this);
+  // "apply special scaled init to the residual projections, per GPT-2 paper"
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  for (auto& [name, p] : named_parameters())
+    if (name.size() >= 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0) {
+      Tensor t = p;
+      init::normal_(t, 0.0, proj_std);
+    }
 }
 
 Tensor GPT::forward(const Tensor& idx) {

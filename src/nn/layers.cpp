@@ -7,27 +7,35 @@
 #include "lockstep/nn/linear.h"
 #include "lockstep/nn/sequential.h"
 #include "lockstep/ops/ops.h"
+#include "lockstep/ops/random.h"
 
 namespace lockstep::nn {
 
 namespace init {
 
 void uniform_(Tensor& t, double low, double high, Generator* gen) {
-  NoGradGuard no_grad;
-  t.copy_(add(mul(rand(t.shape(), t.options().requires_grad(false), gen), high - low), low));
+  lockstep::uniform_(t, low, high, gen);
 }
 
 void normal_(Tensor& t, double mean, double std, Generator* gen) {
-  NoGradGuard no_grad;
-  t.copy_(add(mul(randn(t.shape(), t.options().requires_grad(false), gen), std), mean));
+  lockstep::normal_(t, mean, std, gen);
 }
 
-void linear_weight_(Tensor& weight, Generator* gen) {
-  double fan_in = static_cast<double>(weight.size(1));
-  for (int d = 2; d < weight.dim(); ++d) fan_in *= static_cast<double>(weight.size(d));
-  double bound = fan_in > 0 ? 1.0 / std::sqrt(fan_in) : 0.0;
-  uniform_(weight, -bound, bound, gen);
+double fan_in(const Tensor& t) {
+  double f = static_cast<double>(t.size(1));
+  for (int d = 2; d < t.dim(); ++d) f *= static_cast<double>(t.size(d));
+  return f;
 }
+
+void kaiming_uniform_(Tensor& t, double a, Generator* gen) {
+  if (t.numel() == 0) return;
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));  // calculate_gain('leaky_relu', a)
+  const double std = gain / std::sqrt(fan_in(t));
+  const double bound = std::sqrt(3.0) * std;
+  init::uniform_(t, -bound, bound, gen);
+}
+
+void linear_weight_(Tensor& weight, Generator* gen) { kaiming_uniform_(weight, std::sqrt(5.0), gen); }
 
 }  // namespace init
 

@@ -35,17 +35,18 @@ BasicBlock::BasicBlock(std::int64_t in_planes_, std::int64_t planes_, std::int64
 
 void BasicBlock::reset() {
   // Registration order is torchvision's (conv1, bn1, conv2, bn2, downsample), so state_dict
-  // keys come in PyTorch's order.
+  // keys come in PyTorch's order; the projection shortcut is built first, as torchvision's
+  // _make_layer builds it before the block, so the weights are drawn in PyTorch's order.
+  std::shared_ptr<Sequential> shortcut;
+  if (stride != 1 || in_planes != planes)
+    shortcut = std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+        conv1x1(in_planes, planes, stride), std::make_shared<BatchNorm2d>(planes)});
   conv1 = register_module("conv1", conv3x3(in_planes, planes, stride));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
   conv2 = register_module("conv2", conv3x3(planes, planes, 1));
   bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(planes));
   downsample.reset();
-  if (stride != 1 || in_planes != planes)
-    downsample = register_module(
-        "downsample",
-        std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
-            conv1x1(in_planes, planes, stride), std::make_shared<BatchNorm2d>(planes)}));
+  if (shortcut) downsample = register_module("downsample", shortcut);
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {

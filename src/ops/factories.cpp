@@ -1,5 +1,6 @@
 // Factory functions that fill or copy: full, zeros, ones, arange, randn, rand, randint, randperm,
-// tensor, scalar_tensor. Declared in include/lockstep/core/tensor.h; defined here, in the op
+// tensor, scalar_tensor. The random ones draw PyTorch's values on an MT19937 generator
+// (lockstep/ops/random.h) and Lockstep's own on Philox. Declared in include/lockstep/core/tensor.h; defined here, in the op
 // layer, because they fill through fill_ and reach cuda:k devices through to() (core depends on
 // no other layer: docs/design.md, "Layers"). empty() is core's (src/core/tensor.cpp).
 #include <cmath>
@@ -10,6 +11,8 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/tensor.h"
+#include "lockstep/ops/random.h"
+#include "ops/torch_random.h"
 
 namespace lockstep {
 
@@ -69,6 +72,23 @@ Tensor arange(std::int64_t end, TensorOptions opts) {
 }
 
 namespace {
+bool is_mt19937(Generator* gen) {
+  return (gen ? *gen : default_generator()).engine() == Generator::Engine::MT19937;
+}
+
+// A new tensor filled by the in-place sampler `draw` (lockstep/ops/random.h), as PyTorch's
+// factories are empty + the sampler: torch.randn is normal_, rand uniform_, randint random_.
+template <class F>
+Tensor sampled_factory(const Shape& shape, TensorOptions opts, const char* what, bool float_only,
+                     F draw) {
+  if (float_only && !is_floating(opts.dtype_))
+    throw DTypeError(std::string(what) + ": expected a float dtype, got " + to_string(opts.dtype_));
+  Tensor t = Tensor::empty(shape, opts.requires_grad(false));
+  draw(t);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
 template <class F>
 Tensor fill_random(const Shape& shape, TensorOptions opts, Generator* gen, const char* what, F f) {
   if (!is_floating(opts.dtype_))
@@ -93,6 +113,9 @@ Tensor fill_random(const Shape& shape, TensorOptions opts, Generator* gen, const
 Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
   if (!opts.device_.is_cpu())
     return via_host(opts, [&](TensorOptions o) { return randn(shape, o, gen); });
+  if (is_mt19937(gen))
+    return sampled_factory(shape, opts, "randn", true,
+                           [&](Tensor& t) { normal_(t, 0.0, 1.0, gen); });
   // Box-Muller: one normal per pair of uniforms (the sine half is discarded so that element i
   // depends only on the stream position, not on the tensor's size).
   return fill_random(shape, opts, gen, "randn", [](Generator& g, bool) {
@@ -105,6 +128,9 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
   if (!opts.device_.is_cpu())
     return via_host(opts, [&](TensorOptions o) { return rand(shape, o, gen); });
+  if (is_mt19937(gen))
+    return sampled_factory(shape, opts, "rand", true,
+                           [&](Tensor& t) { uniform_(t, 0.0, 1.0, gen); });
   return fill_random(shape, opts, gen, "rand", [](Generator& g, bool single) {
     return single ? static_cast<double>(g.next_float()) : g.next_double();
   });
@@ -117,27 +143,10 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, TensorOp
   if (high <= low)
     throw ValueError("randint: high (" + std::to_string(high) + ") must be greater than low (" +
                      std::to_string(low) + ")");
-  Tensor t = Tensor::empty(shape, opts.requires_grad(false));
-  Generator& g = gen ? *gen : default_generator();
-  std::unique_lock<std::mutex> lock(g.mutex(), std::defer_lock);
-  if (!gen) lock.lock();
-  auto range = static_cast<std::uint64_t>(high - low);
-  std::int64_t n = t.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    auto v = low + static_cast<std::int64_t>(g.next_below(range));
-    switch (t.dtype()) {
-      case DType::Float32:
-        t.data_ptr<float>()[i] = static_cast<float>(v);
-        break;
-      case DType::Float64:
-        t.data_ptr<double>()[i] = static_cast<double>(v);
-        break;
-      case DType::Int64:
-        t.data_ptr<std::int64_t>()[i] = v;
-        break;
-    }
-  }
-  return t;
+  // torch.randint is empty + random_(low, high): PyTorch's on MT19937, low + a rejection-sampled
+  // integer below high − low on Philox.
+  return sampled_factory(shape, opts.requires_grad(false), "randint", false,
+                       [&](Tensor& t) { random_(t, low, high, gen); });
 }
 
 Tensor randperm(std::int64_t n, Generator* gen) {
@@ -147,6 +156,10 @@ Tensor randperm(std::int64_t n, Generator* gen) {
   std::unique_lock<std::mutex> lock(g.mutex(), std::defer_lock);
   if (!gen) lock.lock();
   auto* p = t.data_ptr<std::int64_t>();
+  if (g.engine() == Generator::Engine::MT19937) {
+    torch_random::randperm(p, n, g);
+    return t;
+  }
   for (std::int64_t i = n - 1; i > 0; --i) {
     auto j = static_cast<std::int64_t>(g.next_below(static_cast<std::uint64_t>(i + 1)));
     std::swap(p[i], p[j]);

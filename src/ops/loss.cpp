@@ -7,6 +7,7 @@
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
 #include "ops/op_utils.h"
+#include "ops/torch_random.h"
 
 namespace lockstep {
 
@@ -201,7 +202,20 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     Generator& g = gen ? *gen : default_generator();
     std::unique_lock<std::mutex> lock(g.mutex(), std::defer_lock);
     if (!gen) lock.lock();
-    if (on_gpu) {
+    if (g.engine() == Generator::Engine::MT19937) {
+      // PyTorch's _dropout_impl (aten/src/ATen/native/Dropout.cpp): noise.bernoulli_(1 − p)
+      // (the generator's path, not MKL's), noise.div_(1 − p) in the tensor's dtype; p == 1
+      // draws nothing. Drawn on the host (and copied to a GPU).
+      Tensor host = Tensor::empty(x.shape(), TensorOptions(x.dtype()));
+      detail::visit_float(x.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        T* pm = host.data_ptr<T>();
+        const T keep_scale = T(1) / static_cast<T>(1.0 - p);
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+          pm[i] = p < 1.0 && torch_random::bernoulli(g, 1.0 - p) ? keep_scale : T(0);
+      });
+      mask.copy_(host);
+    } else if (on_gpu) {
       // Element i takes the generator's doubles at stream positions offset + 2i (next_double
       // reads two words); the host generator is advanced past them, as the CPU loop leaves it.
       const std::uint64_t offset = g.offset();

@@ -239,7 +239,9 @@ Tensor ones_like(const Tensor& t);
 /// ValueError for step == 0.
 Tensor arange(double start, double end, double step = 1, TensorOptions opts = kInt64);
 Tensor arange(std::int64_t end, TensorOptions opts = kInt64);
-/// Standard normal samples (Box-Muller over Philox uniforms); float dtypes only.
+/// Standard normal samples; float dtypes only. The random factories draw from `gen` or the
+/// default generator: on an MT19937 one they are torch.randn/rand/randint/randperm bit for bit
+/// (lockstep/ops/random.h), on Philox Lockstep's own (Box-Muller over Philox uniforms here).
 Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
 /// Uniform samples in [0, 1); float dtypes only.
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);

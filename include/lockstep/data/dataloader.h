@@ -13,7 +13,10 @@ namespace lockstep::data {
 
 struct DataLoaderOptions {
   std::int64_t batch_size = 1;
-  /// RandomSampler keyed by (seed, epoch) when true, SequentialSampler otherwise.
+  /// RandomSampler keyed by (seed, epoch) when true, SequentialSampler otherwise. While the
+  /// default generator is MT19937, each pass instead visits PyTorch's order, as
+  /// DataLoader(shuffle=True) after the same torch.manual_seed (TorchRandomSampler; `seed` and
+  /// the epoch are then not used).
   bool shuffle = false;
   /// Drops the last batch when it is smaller than batch_size.
   bool drop_last = false;
@@ -59,6 +62,8 @@ class DataLoader {
     Example current_;
   };
 
+  /// Starts a pass (iter(DataLoader)). While the default generator is MT19937 this draws, as
+  /// PyTorch's iterator does, one int64 base seed from it first, shuffled or not.
   Iterator begin();
   Iterator end() const;
 
@@ -66,6 +71,7 @@ class DataLoader {
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   std::shared_ptr<const Sampler> sampler_;
+  bool builtin_shuffle_ = false;  // sampler_ is the RandomSampler of options.shuffle
   std::int64_t next_epoch_ = 0;
 };
 

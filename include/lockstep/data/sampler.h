@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include "lockstep/core/generator.h"
+
 namespace lockstep::data {
 
 class Sampler {
@@ -30,8 +32,9 @@ class SequentialSampler : public Sampler {
   std::int64_t n_;
 };
 
-/// A fresh permutation of 0..n−1 each epoch (torch RandomSampler without replacement). The
-/// permutation is a pure function of (seed, epoch), so a run can resume mid-way at any epoch.
+/// A fresh permutation of 0..n−1 each epoch (torch RandomSampler without replacement, in
+/// Lockstep's own order: TorchRandomSampler gives PyTorch's). The permutation is a pure function
+/// of (seed, epoch), so a run can resume mid-way at any epoch.
 class RandomSampler : public Sampler {
  public:
   RandomSampler(std::int64_t n, std::uint64_t seed);
@@ -41,6 +44,25 @@ class RandomSampler : public Sampler {
  private:
   std::int64_t n_;
   std::uint64_t seed_;
+};
+
+/// torch.utils.data.RandomSampler (without replacement) as PyTorch draws it
+/// (torch/utils/data/sampler.py): each pass (each indices() call; `epoch` is ignored) with no
+/// generator takes a seed from the default generator (an int64 random_(): 64 bits) and returns
+/// randperm(n) of a fresh MT19937 generator seeded with it; with a generator it returns
+/// randperm(n, generator) and advances that generator. So after manual_seed(s) on an MT19937
+/// default generator the orders are torch.manual_seed(s)'s. The default generator or `generator`
+/// must outlive the sampler; not a pure function of the epoch (resuming needs the generator's
+/// state, Generator::get_state).
+class TorchRandomSampler : public Sampler {
+ public:
+  explicit TorchRandomSampler(std::int64_t n, Generator* generator = nullptr);
+  std::vector<std::int64_t> indices(std::int64_t epoch) const override;
+  std::int64_t size() const override { return n_; }
+
+ private:
+  std::int64_t n_;
+  Generator* generator_;
 };
 
 /// One replica's share of a dataset (torch.utils.data.distributed.DistributedSampler, torch 1.13
@@ -53,16 +75,19 @@ class RandomSampler : public Sampler {
 /// gives rank r the elements r, r + R, r + 2R, ... (indices[rank:total_size:num_replicas]). So the
 /// R shards of one epoch are disjoint unless padded, and together cover every index (drop_last:
 /// all but the n − total_size last of the permutation).
-/// The permutation comes from Lockstep's Generator and randperm, not from torch's mt19937, so the
-/// shuffled orders differ from PyTorch's (the unshuffled ones are identical); every replica
-/// computes the same permutation from (seed, epoch), which is what makes the shards disjoint.
+/// The permutation is randperm(n) of Generator(seed + epoch, engine): with Engine::MT19937 it is
+/// torch's (torch.Generator().manual_seed(seed + epoch)), so every rank's indices are PyTorch's;
+/// with Philox Lockstep's own. `engine` defaults to the default generator's engine when the
+/// sampler is made. Every replica computes the same permutation from (seed, epoch), which is what
+/// makes the shards disjoint.
 /// Use: one sampler per rank, `sampler->set_epoch(e)` before each epoch (otherwise every epoch
 /// repeats the order of epoch 0), and `DataLoader(dataset, sampler, options)`.
 class DistributedSampler : public Sampler {
  public:
   /// ValueError when dataset_size < 0, num_replicas < 1, or rank is outside [0, num_replicas).
   DistributedSampler(std::int64_t dataset_size, std::int64_t num_replicas, std::int64_t rank,
-                     bool shuffle = true, std::uint64_t seed = 0, bool drop_last = false);
+                     bool shuffle = true, std::uint64_t seed = 0, bool drop_last = false,
+                     Generator::Engine engine = default_generator().engine());
 
   /// This rank's indices for epoch `epoch` (ignores the set epoch); int64 in [0, dataset_size),
   /// size() of them. The shuffle seed is seed + epoch (modulo 2^64, as a negative epoch wraps).
@@ -90,6 +115,7 @@ class DistributedSampler : public Sampler {
   bool shuffle_;
   std::uint64_t seed_;
   bool drop_last_;
+  Generator::Engine engine_;
   std::int64_t num_samples_;
   std::int64_t epoch_ = 0;
 };

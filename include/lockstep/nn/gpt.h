@@ -11,10 +11,13 @@
 // (biases only with config.bias). No `attn.bias` mask buffer: nanoGPT under torch >= 2.0 uses
 // scaled_dot_product_attention(is_causal=True) and registers none.
 //
-// Initialisation, nanoGPT's _init_weights: every Linear weight and Embedding weight N(0, 0.02),
-// Linear biases 0, LayerNorm weight 1 and bias 0; then every `c_proj.weight` N(0, 0.02/√(2·n_layer))
-// (GPT-2's scaled residual projections). Values come from the default generator
-// (lockstep::manual_seed), so they are not PyTorch's bits; load a state_dict for those.
+// Initialisation, nanoGPT's: every module is built with PyTorch's default init, then
+// _init_weights (every Linear weight and Embedding weight N(0, 0.02), Linear biases 0, LayerNorm
+// weight 1 and bias 0), then every `c_proj.weight` N(0, 0.02/√(2·n_layer)) (GPT-2's scaled
+// residual projections), all drawn in nanoGPT's order from the default generator: after
+// manual_seed(s) on an MT19937 default generator, torch.manual_seed(s)'s nanoGPT weights bit for
+// bit. Block, CausalSelfAttention and MLP built alone keep PyTorch's default init (as nanoGPT's
+// classes do); only GPT applies _init_weights.
 #pragma once
 
 #include <cstdint>

@@ -89,7 +89,8 @@ class ResNet : public Cloneable<ResNet> {
 };
 
 /// ResNet-20 (He et al. 2016, section 4.2, n = 3): ResNet({3, 3, 3}, in_channels, num_classes),
-/// PyTorch's default initialisation drawn from the default generator (lockstep::manual_seed).
+/// PyTorch's default initialisation drawn from the default generator (lockstep::manual_seed) in
+/// torchvision's order (an MT19937 default generator gives torch.manual_seed's weights bitwise).
 /// 272,186 parameters for in_channels = 1 and num_classes = 10 (272,474 for 3 input channels),
 /// and 21 BatchNorm2d layers, each with running_mean, running_var and num_batches_tracked
 /// buffers. ValueError as ResNet's constructor.

@@ -10,6 +10,8 @@ message.
 from __future__ import annotations
 
 import contextlib as _contextlib
+import os as _os
+from collections import namedtuple as _namedtuple
 import functools as _functools
 
 import numpy as _np
@@ -20,7 +22,7 @@ from ._C import (  # noqa: F401  (re-exported: torch's names)
     Error, ShapeError, DTypeError, DeviceError, CudaError, AutogradError, StateDictError,
     DataError, DistError, DistTimeoutError, IoError,
     add, sub, mul, div, pow, eq, neg, exp, log, sqrt, tanh, sigmoid, relu, matmul, sum, mean,
-    max, argmax, softmax, log_softmax, reshape, flatten, transpose, permute, unsqueeze, squeeze,
+    argmax, softmax, log_softmax, reshape, flatten, transpose, permute, unsqueeze, squeeze,
     narrow, index_select, cat, stack, chunk, tensor_split, split, randperm, zeros_like,
     ones_like, manual_seed, is_grad_enabled,
 )
@@ -32,6 +34,44 @@ float64 = double = dtype.float64
 int64 = long = dtype.int64
 Size = tuple
 default_generator = _C.default_generator()
+# PyTorch's streams: the default generator is torch's mt19937, seeded non-deterministically at
+# import as torch's is; lockstep.manual_seed(s) then gives torch.manual_seed(s)'s numbers.
+_C._use_pytorch_streams(int.from_bytes(_os.urandom(8), "little") & ((1 << 63) - 1))
+
+_max_result = _namedtuple("max", ["values", "indices"])
+
+
+def max(input, dim=None, keepdim=False):
+    """The largest element (0-d), or (values, indices) along ``dim`` (torch.max)."""
+    r = _C.max(input, dim, keepdim)
+    return r if dim is None else _max_result(*r)
+
+
+def _tensor_max(self, dim=None, keepdim=False):
+    return max(self, dim, keepdim)
+
+
+def _tensor_to(self, *args, non_blocking=False, copy=False, dtype=None, device=None):
+    """Tensor.to(device), to(dtype), to(device, dtype), to(other), and the keywords; a string
+    device is parsed (DeviceError naming a bad one). non_blocking is accepted (copies are
+    synchronous)."""
+    args = [_dev(a) for a in args] + [a for a in (_dev(device), dtype) if a is not None]
+    out = self
+    for a in args:
+        out = _C.Tensor._to(out, a)
+    if copy and out is self:
+        out = self.clone()
+    return out
+
+
+Tensor.max = _tensor_max
+Tensor.to = _tensor_to
+
+
+def _dev(d):
+    """A device argument as torch takes it: a device, a string (DeviceError naming a bad one), or
+    None."""
+    return device(d) if isinstance(d, str) else d
 
 
 def _size(size):
@@ -46,32 +86,32 @@ def _size(size):
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
     """Uninitialised tensor of the given size (torch.empty)."""
-    return _C._empty(_size(size), dtype, device, requires_grad)
+    return _C._empty(_size(size), dtype, _dev(device), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
     """Tensor of zeros, float32 unless ``dtype`` says otherwise (torch.zeros)."""
-    return _C._zeros(_size(size), dtype, device, requires_grad)
+    return _C._zeros(_size(size), dtype, _dev(device), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
     """Tensor of ones (torch.ones)."""
-    return _C._ones(_size(size), dtype, device, requires_grad)
+    return _C._ones(_size(size), dtype, _dev(device), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """Tensor filled with ``fill_value`` (torch.full); float32 unless ``dtype`` is given."""
-    return _C._full(_size((size,)), fill_value, dtype, device, requires_grad)
+    return _C._full(_size((size,)), fill_value, dtype, _dev(device), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (torch.randn) from ``generator`` or the default generator."""
-    return _C._randn(_size(size), generator, dtype, device, requires_grad)
+    return _C._randn(_size(size), generator, dtype, _dev(device), requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (torch.rand)."""
-    return _C._rand(_size(size), generator, dtype, device, requires_grad)
+    return _C._rand(_size(size), generator, dtype, _dev(device), requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None):
@@ -81,7 +121,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         if high is None or isinstance(high, int):
             raise TypeError("randint() needs a size: randint(high, size) or randint(low, high, size)")
         low, high, size = 0, low, high
-    return _C._randint(int(low), int(high), _size((size,)), generator, dtype, device)
+    return _C._randint(int(low), int(high), _size((size,)), generator, dtype, _dev(device))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -91,7 +131,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         start, end = 0, start
     if dtype is None and not all(isinstance(v, int) for v in (start, end, step)):
         dtype = float32
-    return _C._arange(start, end, step, dtype, device, requires_grad)
+    return _C._arange(start, end, step, dtype, _dev(device), requires_grad)
 
 
 _NUMPY_DTYPES = {float32: _np.float32, float64: _np.float64, int64: _np.int64}
@@ -142,7 +182,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     if dtype is not None:
         t = t.to(dtype)
     if device is not None:
-        t = t.to(device)
+        t = t.to(_dev(device))
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -164,14 +204,28 @@ class _GradMode(_contextlib.ContextDecorator):
         return False
 
 
-def no_grad():
-    """Context manager and decorator: ops inside record no autograd graph (torch.no_grad)."""
-    return _GradMode(False)
+class no_grad(_GradMode):
+    """Context manager and decorator (with or without parentheses): ops inside record no
+    autograd graph (torch.no_grad)."""
+
+    def __init__(self, orig_func=None):
+        super().__init__(False)
+        if orig_func is not None:
+            _functools.update_wrapper(self, orig_func)
+        self._func = orig_func
+
+    def __call__(self, *args, **kwargs):
+        if self._func is None:
+            return super().__call__(*args, **kwargs)
+        with _GradMode(False):
+            return self._func(*args, **kwargs)
 
 
-def enable_grad():
+class enable_grad(_GradMode):
     """Context manager and decorator: turns recording back on (torch.enable_grad)."""
-    return _GradMode(True)
+
+    def __init__(self):
+        super().__init__(True)
 
 
 class set_grad_enabled(_GradMode):
@@ -190,17 +244,26 @@ inference_mode = no_grad
 
 
 def get_rng_state():
-    """The default generator's state, for set_rng_state."""
+    """The default generator's state: torch.get_rng_state()'s 5056 bytes, as an int64 tensor of
+    byte values (Lockstep has no uint8 dtype)."""
     return default_generator.get_state()
 
 
-def set_rng_state(state):
-    """Restores a state from get_rng_state."""
-    default_generator.set_state(state)
+def set_rng_state(new_state):
+    """Restores a state from get_rng_state (a tensor, bytes or a uint8 numpy array)."""
+    default_generator.set_state(new_state)
+
+
+def initial_seed():
+    """The seed the default generator was last seeded with."""
+    return default_generator.initial_seed()
 
 
 def seed():
-    raise RuntimeError("lockstep.seed() is not supported: seed explicitly with manual_seed(s)")
+    """Seeds the default generator with a non-deterministic seed and returns it (torch.seed)."""
+    s = int.from_bytes(_os.urandom(8), "little") & ((1 << 63) - 1)
+    manual_seed(s)
+    return s
 
 
 def compile(model=None, *args, **kwargs):

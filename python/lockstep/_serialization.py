@@ -77,10 +77,12 @@ def load(f, map_location=None, weights_only=None, mmap=None):
     path = os.fspath(f)
     try:
         with open(path, "rb") as fh:
-            head = fh.read(8)
+            head = fh.read(9)
     except OSError as e:
         raise _C.IoError(f"load: cannot open '{path}': {e.strerror}") from None
-    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80":
+    # A safetensors file: an 8-byte header length, then the JSON header's '{'. torch.save writes a
+    # zip archive ("PK\3\4") or, in its legacy format, a pickle (protocol 2: "\x80\x02").
+    if head[8:9] != b"{" and (head.startswith(b"PK\x03\x04") or head.startswith(b"\x80\x02")):
         raise _C.DataError(f"load: '{path}' is a torch pickle (torch.save), not a safetensors file; "
                            "lockstep reads safetensors: in PyTorch, write it with "
                            "safetensors.torch.save_file(state_dict, path)")

@@ -21,12 +21,31 @@ void bind_tensor(nb::module_& m);
 void bind_interop(nb::module_& m, nb::class_<Tensor>& c);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& c);
 void bind_indexing(nb::class_<Tensor>& c);
-void bind_factories(nb::module_& m);
+void bind_factories(nb::module_& m, nb::class_<Tensor>& c);
 void bind_nn(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_io(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_parallel(nb::module_& m);
+
+/// Whether a call on `x` should run without the GIL: long enough (>= 32K elements) that another
+/// Python thread (a DataParallel replica's forward) gains from running meanwhile. Below that a
+/// release and re-acquire, a hand-off between threads when another waits, costs more than the op.
+inline bool worth_releasing_gil(const Tensor& x) { return x.numel() >= (1 << 15); }
+
+/// Releases the GIL for its scope when `release` (nanobind's gil_scoped_release, conditional).
+class MaybeReleaseGil {
+ public:
+  explicit MaybeReleaseGil(bool release) : state_(release ? PyEval_SaveThread() : nullptr) {}
+  ~MaybeReleaseGil() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+  MaybeReleaseGil(const MaybeReleaseGil&) = delete;
+  MaybeReleaseGil& operator=(const MaybeReleaseGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
 
 /// A shape from a Python sequence of ints (ValueError for a negative dimension comes from the
 /// C++ factories themselves).

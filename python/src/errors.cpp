@@ -37,8 +37,11 @@ void bind_errors(nb::module_& m) {
   static PyObject* dist = make_type(m, "DistError", error, "A collective or peer failure.");
   static PyObject* timeout = make_type(m, "DistTimeoutError", dist, "A collective that timed out.");
   static PyObject* index = make_type(m, "IndexError", PyExc_IndexError, "An index out of range.");
-  static PyObject* value = make_type(m, "ValueError", PyExc_ValueError,
-                                     "An argument value outside its domain.");
+  // torch raises RuntimeError where Lockstep's C++ says ValueError (zeros(-1), randint(5, 2),
+  // item() of two elements): lockstep.ValueError is both, so either except clause catches it.
+  static PyObject* value = make_type(m, "ValueError",
+                                     nb::make_tuple(nb::handle(PyExc_ValueError), nb::handle(error)).release().ptr(),
+                                     "An argument value outside its domain (a ValueError and a RuntimeError).");
   static PyObject* io = make_type(m, "IoError", PyExc_OSError,
                                   "A file that cannot be opened, read, written or renamed.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {

@@ -5,6 +5,9 @@
 // Lockstep does not have yet: IndexError says so.
 #include <nanobind/nanobind.h>
 
+#include <algorithm>
+#include <span>
+
 #include "bind.h"
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
@@ -59,6 +62,13 @@ Tensor apply_one(const Tensor& t, int& dim, nb::handle idx) {
       throw IndexError("tensors used as indices must be int64 (boolean masks need a bool dtype, "
                        "which Lockstep does not have yet); got " + to_string(i.dtype()));
     Tensor flat = i.reshape(Shape{i.numel()});
+    // Negative indices count from the end, as torch's (index_select itself refuses them).
+    std::vector<std::int64_t> v = flat.to_vector<std::int64_t>();
+    if (std::any_of(v.begin(), v.end(), [](std::int64_t x) { return x < 0; })) {
+      for (std::int64_t& x : v)
+        if (x < 0 && x >= -n) x += n;
+      flat = tensor(std::span<const std::int64_t>(v));
+    }
     Tensor r = index_select(t, dim, flat);
     std::vector<std::int64_t> s = t.sizes();
     s.erase(s.begin() + dim);
@@ -99,6 +109,13 @@ Tensor get_item(const Tensor& t, nb::handle index) {
 
 // The rows of dim 0 an index selects, when it selects along dim 0 only (the only writable views).
 void set_item(Tensor& t, nb::handle index, nb::handle value) {
+  // An indexed write is not recorded by autograd: refuse it where autograd would need it instead
+  // of giving wrong gradients (a leaf that requires grad is refused by copy_, as torch does).
+  if (GradMode::is_enabled() && ((t.requires_grad() && !t.is_leaf()) ||
+                                 (nb::isinstance<Tensor>(value) && nb::cast<const Tensor&>(value).requires_grad())))
+    throw AutogradError("an indexed assignment into a tensor in the autograd graph (or of a value "
+                        "that requires grad) is not recorded by Lockstep's autograd; build the "
+                        "tensor with cat/stack or assign under no_grad()");
   nb::handle first = index;
   if (nb::isinstance<nb::tuple>(index)) {
     nb::tuple items = nb::borrow<nb::tuple>(index);
@@ -151,6 +168,16 @@ void set_item(Tensor& t, nb::handle index, nb::handle value) {
 void bind_indexing(nb::class_<Tensor>& c) {
   using namespace nb::literals;
   c.def("__getitem__", &get_item, "index"_a.none())
+      .def("__iter__", [](nb::handle self) {
+        const Tensor& t = nb::cast<const Tensor&>(self);
+        if (t.dim() == 0) throw nb::type_error("iteration over a 0-d tensor");
+        nb::list rows;
+        for (std::int64_t i = 0; i < t.size(0); ++i) {
+          int dim = 0;
+          rows.append(apply_one(t, dim, nb::int_(i)));
+        }
+        return nb::iter(rows);
+      })
       .def("__setitem__", [](Tensor& t, nb::handle index, nb::handle value) {
         set_item(t, index, value);
       }, "index"_a.none(), "value"_a.none());

@@ -100,8 +100,10 @@ nb::ndarray<Framework> view_of(const Tensor& t, const char* what) {
                           " instead.")
                              .c_str());
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
-  auto* keep = new Tensor(t);
-  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  // The storage, not the handle: `t.data = other` gives the handle new memory, and the array must
+  // keep pointing at memory that stays alive (torch keeps the storage too).
+  auto* keep = new std::shared_ptr<Storage>(t.impl().storage);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Storage>*>(p); });
   return nb::ndarray<Framework>(t.raw_data(), shape.size(), shape.data(), owner, nullptr,
                                 dlpack_dtype(t.dtype()), nb::device::cpu::value, 0);
 }

@@ -18,7 +18,6 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(false);
   bind_errors(m);
   bind_tensor(m);
-  bind_factories(m);
   bind_nn(m);
   bind_optim(m);
   bind_io(m);

@@ -46,6 +46,7 @@ struct Parameter : Tensor {
 // worker thread) as the Lockstep error of the same kind, so it crosses threads without a Python
 // object and reaches the caller as the Python type it started as.
 [[noreturn]] void rethrow_python(nb::python_error& e) {
+  nb::gil_scoped_acquire gil;
   const std::string msg = e.what();
   if (e.matches(PyExc_IndexError)) throw IndexError(msg);
   if (e.matches(PyExc_ValueError)) throw ValueError(msg);
@@ -63,6 +64,10 @@ class PyModule : public Module {
       NB_OVERRIDE_NAME("forward", forward, x);
     } catch (nb::python_error& e) {
       rethrow_python(e);
+    } catch (const nb::cast_error&) {
+      throw ValueError(name() + ".forward returned something other than one Tensor; when C++ "
+                       "runs a forward (DataParallel's replicas, Sequential) it must return "
+                       "exactly one Tensor (tuples and dicts are not gathered yet)");
     }
   }
   // A Python module's copy (lockstep.nn.modules._clone_python_module): the same class, its
@@ -210,10 +215,10 @@ void bind_nn(nb::module_& m) {
       .def(nb::init<>())
       .def("__getattr__", [](Module& self, const std::string& name) { return get_attr(self, name); })
       .def("__setattr__", &set_attr, "name"_a, "value"_a.none())
-      // Without the GIL: a layer may wait for the other replicas inside (SyncBatchNorm's
-      // collectives), and they need the GIL to run their own Python forwards.
+      // Without the GIL where a layer may wait for the other replicas inside (SyncBatchNorm's
+      // collectives: they need the GIL to run their own Python forwards) or is long.
       .def("forward", [](Module& self, const Tensor& x) {
-        nb::gil_scoped_release release;
+        MaybeReleaseGil release(self.runs_collectives() || worth_releasing_gil(x));
         return self.forward(x);
       }, "input"_a)
       .def("_type_name", &Module::name)
@@ -241,8 +246,12 @@ void bind_nn(nb::module_& m) {
         named_modules(self, prefix, out, seen);
         return out;
       }, "prefix"_a = "")
-      .def("register_parameter", [](Module& self, const std::string& name, std::optional<Tensor> p) {
-        self.register_parameter(name, p ? *p : Tensor(), p && p->requires_grad());
+      .def("register_parameter", [](Module& self, const std::string& name, nb::handle p) {
+        if (!p.is_none() && !nb::isinstance<Parameter>(p))
+          throw nb::type_error(("cannot assign '" + nb::cast<std::string>(nb::str(p.type().attr("__name__"))) +
+                                "' object to parameter '" + name + "' (lockstep.nn.Parameter or None required)").c_str());
+        Tensor t = p.is_none() ? Tensor() : nb::cast<Tensor>(p);
+        self.register_parameter(name, t, t.defined() && t.requires_grad());
       }, "name"_a, "param"_a.none())
       .def("register_buffer", [](Module& self, const std::string& name, std::optional<Tensor> t,
                                  bool persistent) {

@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bind.h"
+#include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::python {
@@ -91,6 +92,32 @@ Tensor scalar_like(nb::handle s, const Tensor& a) {
   return scalar_tensor(v, x.options());
 }
 
+// a op= b as torch does it, in place: the result must keep a's dtype (DTypeError otherwise: torch's
+// "result type Float can't be cast to the desired output type Long") and shape. Lockstep's in-place
+// ops are not recorded by autograd, so where autograd must see the update — a non-leaf that
+// requires grad, or an operand that does, under grad mode — the out-of-place result is returned
+// and Python rebinds the name (`loss += reg` then differentiates through both terms). A leaf that
+// requires grad is written in place, which copy_ refuses with AutogradError, as torch does.
+Tensor inplace(Tensor& a, nb::handle b, Tensor (*tt)(const Tensor&, const Tensor&),
+               Tensor (*ts)(const Tensor&, double), const char* op) {
+  const bool is_tensor = nb::isinstance<Tensor>(b);
+  const Tensor r = is_tensor ? tt(a, nb::cast<const Tensor&>(b)) : ts(promote_for(a, b), scalar_of(b));
+  if (GradMode::is_enabled() &&
+      ((a.requires_grad() && !a.is_leaf()) || (is_tensor && nb::cast<const Tensor&>(b).requires_grad())))
+    return r;
+  if (r.dtype() != a.dtype())
+    throw DTypeError(std::string("in-place ") + op + ": result type " + to_string(r.dtype()) +
+                     " can't be cast to the desired output type " + to_string(a.dtype()));
+  if (r.shape() != a.shape())
+    throw ShapeError(std::string("in-place ") + op + ": output with shape " + a.shape().str() +
+                     " doesn't match the broadcast shape " + r.shape().str());
+  a.copy_(r);
+  return a;
+}
+
+Tensor div_tensor(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor div_scalar(const Tensor& a, double s) { return a / s; }
+
 nb::object max_of(const Tensor& a, std::optional<int> dim, bool keepdim) {
   if (!dim) return nb::cast(max(a));
   auto [values, indices] = max(a, *dim, keepdim);
@@ -119,11 +146,11 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
   m.def("gelu", [](const Tensor& a, const std::string& approximate) { return gelu(a, approximate); },
         "input"_a, "approximate"_a = "none");
   m.def("matmul", [](const Tensor& a, const Tensor& b) {
-    nb::gil_scoped_release r;
+    MaybeReleaseGil r(worth_releasing_gil(a) || worth_releasing_gil(b));
     return matmul(a, b);
   }, "input"_a, "other"_a);
   m.def("linear", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) {
-    nb::gil_scoped_release r;
+    MaybeReleaseGil r(worth_releasing_gil(x) || worth_releasing_gil(w));
     return linear(x, w, b ? *b : Tensor());
   }, "input"_a, "weight"_a, "bias"_a = nb::none());
   m.def("sum", [](const Tensor& a) { return sum(a); }, "input"_a);
@@ -177,7 +204,7 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
                      nb::handle padding, nb::handle dilation, std::int64_t groups) {
     const Size2 s = pair_of(stride, "stride"), p = pair_of(padding, "padding"),
                 d = pair_of(dilation, "dilation");
-    nb::gil_scoped_release r;
+    MaybeReleaseGil r(worth_releasing_gil(x));
     return conv2d(x, w, b ? *b : Tensor(), s, p, d, groups);
   }, "input"_a, "weight"_a, "bias"_a = nb::none(), "stride"_a = 1, "padding"_a = 0,
         "dilation"_a = 1, "groups"_a = 1);
@@ -232,16 +259,25 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
       .def("__neg__", [](const Tensor& a) { return neg(a); })
       .def("__pow__", [](const Tensor& a, double p) { return pow(a, p); })
       .def("__matmul__", [](const Tensor& a, const Tensor& b) {
-        nb::gil_scoped_release r;
+        MaybeReleaseGil r(worth_releasing_gil(a) || worth_releasing_gil(b));
         return matmul(a, b);
       })
       .def("__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); })
       .def("__eq__", [](const Tensor& a, double s) { return eq(a, scalar_tensor(s, a.options())); })
-      .def("__iadd__", [](Tensor& a, const Tensor& b) { return a.add_(b); })
-      .def("__iadd__", [](Tensor& a, double s) { return a.add_(scalar_tensor(s, a.options())); })
-      .def("__isub__", [](Tensor& a, const Tensor& b) { return a.add_(b, -1.0); })
-      .def("__isub__", [](Tensor& a, double s) { return a.add_(scalar_tensor(-s, a.options())); })
-      .def("__imul__", [](Tensor& a, double s) { return a.mul_(s); })
+      .def("__ne__", [](const Tensor& a, const Tensor& b) {
+        const Tensor e = eq(a, b);
+        return sub(ones_like(e), e);
+      })
+      .def("__ne__", [](const Tensor& a, double s) {
+        const Tensor e = eq(a, scalar_tensor(s, a.options()));
+        return sub(ones_like(e), e);
+      })
+      .def("__iadd__", [](Tensor& a, nb::handle b) { return inplace(a, b, add, add, "+="); })
+      .def("__isub__", [](Tensor& a, nb::handle b) { return inplace(a, b, sub, sub, "-="); })
+      .def("__imul__", [](Tensor& a, nb::handle b) { return inplace(a, b, mul, mul, "*="); })
+      .def("__itruediv__", [](Tensor& a, nb::handle b) {
+        return inplace(a, b, div_tensor, div_scalar, "/=");
+      })
       .def("add_", [](Tensor& a, const Tensor& b, double alpha) { return a.add_(b, alpha); },
            "other"_a, "alpha"_a = 1.0)
       .def("add_", [](Tensor& a, double s, double alpha) { return a.add_(scalar_tensor(s * alpha, a.options())); },

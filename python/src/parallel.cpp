@@ -10,6 +10,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <mutex>
+#include <set>
+
 #include "bind.h"
 #include "lockstep/nn/sync_batch_norm.h"
 #include "lockstep/parallel/data_parallel.h"
@@ -40,6 +43,34 @@ std::vector<Device> devices_of(nb::handle ids) {
   return out;
 }
 
+// DataParallel's replicas, workers and collectives serve one step at a time: a second Python
+// thread calling the same wrapper while a forward runs would interleave their collectives
+// (SyncBatchNorm's) and hang. Refused instead, naming the rule.
+class OneCallAtATime {
+ public:
+  explicit OneCallAtATime(const DataParallel* dp) : dp_(dp) {
+    std::lock_guard<std::mutex> lock(mu());
+    if (!busy().insert(dp_).second)
+      throw Error("DataParallel called from two threads at once: a wrapper runs one forward at a "
+                  "time (use one DataParallel per thread, or a lock around the step)");
+  }
+  ~OneCallAtATime() {
+    std::lock_guard<std::mutex> lock(mu());
+    busy().erase(dp_);
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::set<const DataParallel*>& busy() {
+    static std::set<const DataParallel*> s;
+    return s;
+  }
+  const DataParallel* dp_;
+};
+
 }  // namespace
 
 void bind_parallel(nb::module_& m) {
@@ -69,11 +100,13 @@ void bind_parallel(nb::module_& m) {
       .def_prop_ro("device_ids", &DataParallel::device_ids)
       .def_prop_ro("output_device", &DataParallel::output_device)
       .def("forward", [](DataParallel& dp, const Tensor& input) {
+        OneCallAtATime guard(&dp);
         nb::gil_scoped_release release;
         return dp.forward(input);
       }, "input"_a)
       .def("_forward_backward_cross_entropy", [](DataParallel& dp, const Tensor& input,
                                                  const Tensor& target, std::int64_t ignore_index) {
+        OneCallAtATime guard(&dp);
         nb::gil_scoped_release release;
         return dp.forward_backward(input, target, nn::CrossEntropyLoss(ignore_index));
       }, "input"_a, "target"_a, "ignore_index"_a = -100,

@@ -176,12 +176,12 @@ void bind_tensor(nb::module_& m) {
         return c;
       }, "memo"_a)
       // ---- copies, conversions ----
-      .def("to", [](const Tensor& x, const Device& d) { return x.to(d); }, "device"_a)
-      .def("to", [](const Tensor& x, DType dt) { return x.to(dt); }, "dtype"_a)
-      .def("to", [](const Tensor& x, const Device& d, DType dt) { return x.to(d).to(dt); },
-           "device"_a, "dtype"_a)
-      .def("to", [](const Tensor& x, const Tensor& other) { return x.to(other.device()).to(other.dtype()); },
-           "other"_a)
+      // Tensor.to's one-argument forms; lockstep/__init__.py's Tensor.to takes torch's spellings.
+      .def("_to", [](const Tensor& x, const Device& d) { return x.to(d); }, "device"_a)
+      .def("_to", [](const Tensor& x, DType dt) { return x.to(dt); }, "dtype"_a)
+      .def("_to", [](const Tensor& x, const Tensor& other) {
+        return x.to(other.device()).to(other.dtype());
+      }, "other"_a)
       .def("cpu", [](const Tensor& x) { return x.device().is_cpu() ? x : x.to(cpu()); })
       .def("cuda", [](const Tensor& x, int index) { return x.to(Device(DeviceType::CUDA, index)); },
            "device"_a = 0)
@@ -198,6 +198,7 @@ void bind_tensor(nb::module_& m) {
   bind_interop(m, t);
   bind_ops(m, t);
   bind_indexing(t);
+  bind_factories(m, t);
 }
 
 }  // namespace lockstep::python

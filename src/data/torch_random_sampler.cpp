@@ -15,7 +15,13 @@ TorchRandomSampler::TorchRandomSampler(std::int64_t n, Generator* generator)
 }
 
 std::vector<std::int64_t> TorchRandomSampler::indices(std::int64_t) const {
-  if (generator_) return randperm(n_, generator_).to_vector<std::int64_t>();
+  if (generator_) {
+    // for _ in range(num_samples // n): yield from randperm(n, generator)
+    // yield from randperm(n, generator)[:num_samples % n]   <- drawn too, and empty
+    std::vector<std::int64_t> order = randperm(n_, generator_).to_vector<std::int64_t>();
+    randperm(n_, generator_);
+    return order;
+  }
   // seed = int(torch.empty((), dtype=torch.int64).random_().item()); generator.manual_seed(seed)
   Tensor seed = empty({}, kInt64);
   random_(seed);

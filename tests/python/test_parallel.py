@@ -132,3 +132,55 @@ def test_batchnorm_replicas_synchronise_and_match_one_device():
     for o, g in zip(outs[1:], grads[1:]):
         close(o, outs[0], rtol=1e-4, atol=1e-5)
         close(g, grads[0], rtol=1e-4, atol=1e-5)
+
+
+def test_two_threads_on_one_wrapper_are_refused_not_hung():
+    import threading
+
+    class Slow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            import time
+            time.sleep(0.05)
+            return self.fc(x)
+
+    dp = nn.DataParallel(Slow(), device_ids=["cpu:0", "cpu:1"])
+    errors = []
+
+    def call():
+        try:
+            dp(torch.randn(4, 4))
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    assert len(errors) == 1 and "two threads" in errors[0]
+
+
+def test_state_dict_has_torchs_module_prefix():
+    net = Net()
+    dp = nn.DataParallel(net, device_ids=["cpu:0", "cpu:1"])
+    assert list(dp.state_dict()) == ["module." + k for k in net.state_dict()]
+    dp.load_state_dict(dp.state_dict())
+    net2 = Net()
+    net2.load_state_dict({k[len("module."):]: v for k, v in dp.state_dict().items()})
+
+
+def test_forward_with_extra_arguments_and_non_tensor_outputs_are_clear_errors():
+    with pytest.raises(TypeError, match="one tensor"):
+        nn.DataParallel(Net(), device_ids=["cpu:0", "cpu:1"])(torch.zeros(2, 10), torch.zeros(2))
+
+    class Pair(nn.Module):
+        def forward(self, x):
+            return x, x
+
+    with pytest.raises(ValueError, match="one Tensor"):
+        nn.DataParallel(Pair(), device_ids=["cpu:0", "cpu:1"])(torch.zeros(2, 3))

@@ -50,7 +50,9 @@ class RandomSampler : public Sampler {
 /// (torch/utils/data/sampler.py): each pass (each indices() call; `epoch` is ignored) with no
 /// generator takes a seed from the default generator (an int64 random_(): 64 bits) and returns
 /// randperm(n) of a fresh MT19937 generator seeded with it; with a generator it returns
-/// randperm(n, generator) and advances that generator. So after manual_seed(s) on an MT19937
+/// randperm(n, generator) and advances that generator by two permutations, as torch's does (its
+/// loop ends with `randperm(n, generator)[:num_samples % n]`, an empty slice of a second
+/// permutation drawn all the same). So after manual_seed(s) on an MT19937
 /// default generator the orders are torch.manual_seed(s)'s. The default generator or `generator`
 /// must outlive the sampler; not a pure function of the epoch (resuming needs the generator's
 /// state, Generator::get_state).

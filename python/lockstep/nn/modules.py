@@ -39,10 +39,26 @@ def _load_state_dict(self, state_dict, strict=True, assign=False):
     Returns (missing_keys, unexpected_keys)."""
     if assign:
         raise ValueError("load_state_dict(assign=True) is not supported")
-    own = self.state_dict().keys()
+    own = list(self.state_dict().keys())
     given = dict(state_dict)
     self._load_state_dict(given, strict)
     return _IncompatibleKeys([k for k in own if k not in given], [k for k in given if k not in own])
+
+
+# torch returns generators from these; the C++ binding returns lists (kept as _C's names).
+_LISTS = {name: getattr(Module, name) for name in
+          ("parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children")}
+
+
+def _iterating(name):
+    as_list = _LISTS[name]
+
+    def method(self, *args, **kwargs):
+        return iter(as_list(self, *args, **kwargs))
+
+    method.__name__ = name
+    method.__doc__ = as_list.__doc__
+    return method
 
 
 def _modules(self):
@@ -100,6 +116,9 @@ for _name, _fn in {
     "requires_grad_": _requires_grad_, "float": _float, "double": _double,
 }.items():
     setattr(Module, _name, _fn)
+for _name in _LISTS:
+    setattr(Module, "_" + _name + "_list", _LISTS[_name])
+    setattr(Module, _name, _iterating(_name))
 
 
 def _clone_python_module(m):
@@ -212,13 +231,13 @@ class _IndexedChildren:
     """len, iteration and indexing over the children, in order (Sequential, ModuleList)."""
 
     def __len__(self):
-        return len(self.named_children())
+        return len(self._named_children_list())
 
     def __iter__(self):
-        return iter(self.children())
+        return self.children()
 
     def __getitem__(self, idx):
-        children = self.children()
+        children = self._children_list()
         if isinstance(idx, slice):
             return type(self)._from_children(children[idx])
         return children[idx]
@@ -279,10 +298,10 @@ class ModuleDict(Module):
         self.add_module(key, module)
 
     def __len__(self):
-        return len(self.named_children())
+        return len(self._named_children_list())
 
     def __iter__(self):
-        return iter(k for k, _ in self.named_children())
+        return iter(self.keys())
 
     def keys(self):
         return [k for k, _ in self.named_children()]
@@ -291,7 +310,7 @@ class ModuleDict(Module):
         return list(self.named_children())
 
     def values(self):
-        return self.children()
+        return list(self.children())
 
 
 class CrossEntropyLoss(Module):
@@ -325,13 +344,37 @@ class DataParallel(_C.DataParallel):
     replicated on ``device_ids`` (default: every usable GPU, else one CPU worker per usable core);
     a call splits the batch along dim 0, runs the replicas at once (a Python forward too: each
     replica is a clone of the module) and gathers the outputs; backward sums the replicas'
-    gradients into ``module``'s .grad. Lockstep's additions: ``sync_bn`` (default True: BatchNorm
-    layers use the whole batch's statistics on CPU devices) and ``deterministic`` (the same bits
-    for any device count). ValueError for dim != 0 or an empty device list; DeviceError for an
-    unavailable device."""
+    gradients into ``module``'s .grad. state_dict() keys carry torch's ``module.`` prefix.
+    Lockstep's additions: ``sync_bn`` (default True: BatchNorm layers use the whole batch's
+    statistics on CPU devices) and ``deterministic`` (the same bits for any device count).
+    ValueError for dim != 0 or an empty device list; DeviceError for an unavailable device.
+    One tensor in, one tensor out (TypeError for more arguments)."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0, *, sync_bn=True,
                  deterministic=False):
-        if isinstance(output_device, (int, str)):
-            output_device = _C.device(output_device) if isinstance(output_device, str) else None
+        if isinstance(output_device, int):
+            kind = "cuda" if _C.default_devices()[0].type == "cuda" else "cpu"
+            output_device = _C.device(kind, output_device)
+        elif isinstance(output_device, str):
+            output_device = _C.device(output_device)
         super().__init__(module, device_ids, output_device, dim, sync_bn, deterministic)
+
+    def forward(self, *inputs, **kwargs):
+        if kwargs or len(inputs) != 1:
+            raise TypeError("DataParallel.forward takes exactly one tensor in Lockstep (got "
+                            f"{len(inputs)} positional and {len(kwargs)} keyword arguments)")
+        try:
+            return _C.DataParallel.forward(self, inputs[0])
+        except _C.Error as e:
+            if "KeyboardInterrupt in a replica" in str(e):
+                raise KeyboardInterrupt from None
+            raise
+
+    def state_dict(self):
+        return OrderedDict(("module." + k, v) for k, v in self.module.state_dict().items())
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Takes torch's ``module.``-prefixed keys (or the wrapped module's own)."""
+        stripped = OrderedDict((k[len("module."):] if k.startswith("module.") else k, v)
+                               for k, v in dict(state_dict).items())
+        return self.module.load_state_dict(stripped, strict, assign)

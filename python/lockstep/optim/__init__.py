@@ -11,6 +11,10 @@ from . import lr_scheduler  # noqa: F401
 
 
 def _groups(params, defaults):
+    from .._C import Tensor
+    if isinstance(params, Tensor):
+        raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
+                        "or dicts, but got a Tensor")
     params = list(params)
     if not params:
         raise ValueError("optimizer got an empty parameter list")
@@ -19,7 +23,12 @@ def _groups(params, defaults):
     else:
         groups = [{"params": params}]
     for g in groups:
-        g["params"] = list(g["params"])
+        g["params"] = [g["params"]] if isinstance(g["params"], Tensor) else list(g["params"])
+        for p in g["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
         for k, v in defaults.items():
             g.setdefault(k, v)
     return groups

@@ -91,9 +91,48 @@ out["ops.layer_norm"] = F.layer_norm(a, (7,))
 out["ops.index_rows"] = a[torch.tensor([3, 0, 0])]
 out["ops.slice"] = a[1:3, ::2]
 
+# ---- PyTorch's random streams after torch.manual_seed (issue: lockstep.manual_seed gives them) ----
+torch.manual_seed(0)
+out["rng.randn"] = torch.randn(5)
+out["rng.rand_f64"] = torch.rand(3, dtype=torch.float64)
+out["rng.randint"] = torch.randint(0, 10, (4,))
+out["rng.randperm"] = torch.randperm(6)
+out["rng.randn_big"] = torch.randn(40)
+torch.manual_seed(0)
+for k, v in Net().state_dict().items():
+    out[f"rng.net.{k}"] = v.clone()
+from torch.utils.data import DataLoader as _DL
+torch.manual_seed(0)
+ds = list(range(10))
+out["rng.loader_default"] = torch.tensor([i for _ in range(2) for b in _DL(ds, batch_size=3, shuffle=True) for i in b.tolist()])
+g = torch.Generator().manual_seed(1)
+out["rng.loader_generator"] = torch.tensor([i for _ in range(2) for b in _DL(ds, batch_size=3, shuffle=True, generator=g) for i in b.tolist()])
+out["rng.after_loaders"] = torch.randn(2)
+
+# ---- the reference program with torch.manual_seed(0) after its imports: its ten losses ----
+torch.manual_seed(0)
+RX = torch.randn(1000, 10)
+Ry = torch.randint(0, 2, (1000,))
+ref = Net()
+ref = nn.DataParallel(ref)
+crit = nn.CrossEntropyLoss()
+opt = torch.optim.SGD(ref.parameters(), lr=0.01)
+loader = _DL(torch.utils.data.TensorDataset(RX[:800], Ry[:800]), batch_size=32)
+losses = []
+for epoch in range(10):
+    ref.train()
+    for bx, by in loader:
+        opt.zero_grad()
+        crit(ref(bx), by).backward()
+        opt.step()
+    ref.eval()
+    losses.append(crit(ref(RX[800:]), Ry[800:]).item())
+out["refprog.val_losses_f64"] = torch.tensor(losses, dtype=torch.float64)
+
 out = {k: v.contiguous().clone() for k, v in out.items()}
 save_file(out, os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.safetensors"),
-          metadata={"torch": torch.__version__})
+          metadata={"torch": torch.__version__,
+                    "cpu_capability": torch.backends.cpu.get_cpu_capability()})
 # A state_dict written by safetensors.torch as a torch user would: loads into lockstep's Sequential.
 seq = nn.Sequential(nn.Linear(10, 5), nn.ReLU(), nn.Linear(5, 2))
 save_file(seq.state_dict(), os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_sequential.safetensors"))

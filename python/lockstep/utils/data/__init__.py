@@ -22,9 +22,9 @@ __all__ = ["Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSa
 
 
 def _draw_seed(generator=None):
-    """One int64 seed from ``generator`` or the default generator (torch's
-    ``torch.empty((), dtype=torch.int64).random_(generator=...)``)."""
-    return int(_C._randint(0, 2 ** 63 - 1, [], generator, None, None).item())
+    """One int64 seed from ``generator`` or the default generator, as torch draws it:
+    ``torch.empty((), dtype=torch.int64).random_(generator=generator)``."""
+    return _C._empty([], _C.dtype.int64, None, False).random_(generator=generator).item()
 
 
 class Dataset:
@@ -84,7 +84,7 @@ def random_split(dataset, lengths, generator=None):
             lengths[i % len(lengths)] += 1
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    perm = _C.randperm(n, generator).tolist()
+    perm = _C.randperm(n, generator).tolist()  # torch: randperm(sum(lengths), generator)
     out, start = [], 0
     for length in lengths:
         out.append(Subset(dataset, perm[start:start + length]))
@@ -117,11 +117,10 @@ class RandomSampler(Sampler):
         self.data_source, self.generator = data_source, generator
 
     def __iter__(self):
-        n = len(self.data_source)
-        generator = self.generator
-        if generator is None:
-            generator = _C.Generator(_draw_seed())
-        yield from _C.randperm(n, generator).tolist()
+        # torch's order: without a generator a seed from the default one and randperm of a fresh
+        # generator; with one, randperm of it, and a second (empty-sliced) randperm drawn at the
+        # end as torch's loop does (include/lockstep/data/sampler.h, TorchRandomSampler).
+        return iter(_C._RandomSampler(len(self.data_source), self.generator).indices())
 
     def __len__(self):
         return len(self.data_source)

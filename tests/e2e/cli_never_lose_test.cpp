@@ -1,0 +1,76 @@
+// End-to-end tests of issue 39, "The CLI never loses work, part 2": every output compared with
+// every input, the memory need of every command checked before it allocates, bounded reads, and
+// the checks that can run before training. Tiny models and data, a few steps each.
+#include <sys/stat.h>
+
+#include <cstdint>
+
+#include "cli_support.h"
+
+namespace lockstep::e2e {
+namespace {
+
+/// A Fashion-MNIST layout of 4x4 images in `dir`: 16 training, 8 test rows, 10 classes.
+void write_mnist_dir(const fs::path& dir) {
+  fs::create_directories(dir);
+  write_text(dir / "train-images-idx3-ubyte", idx_images(16, 4, 4));
+  write_text(dir / "train-labels-idx1-ubyte", idx_labels(cyclic_labels(16, 10)));
+  write_text(dir / "t10k-images-idx3-ubyte", idx_images(8, 4, 4));
+  write_text(dir / "t10k-labels-idx1-ubyte", idx_labels(cyclic_labels(8, 10)));
+}
+
+// High 1: an output never replaces a file the run reads — a data file inside a fashion-mnist
+// directory, the --model @FILE, the checkpoint --resume continues — also when named through a
+// link or a `..` path; and no output lies in --checkpoint-dir under a checkpoint's name.
+TEST(CliNeverLose, AnOutputNeverReplacesAnInput) {
+  TempDir dir;
+  const fs::path data = dir.path() / "fm";
+  write_mnist_dir(data);
+  fs::create_directories(dir.path() / "sub");
+  fs::create_symlink(data / "t10k-images-idx3-ubyte", dir.path() / "link");
+  const std::string labels = read_text(data / "train-labels-idx1-ubyte");
+  const std::vector<std::string> train{"train", "--data", "fashion-mnist:" + data.string(),
+                                       "--model", "mlp:16,8,10", "--epochs", "1"};
+  expect_usage_error(train + std::vector<std::string>{"--save", (data / "train-labels-idx1-ubyte")},
+                     {"--save", "--data", "same file"});
+  expect_usage_error(train + std::vector<std::string>{"--metrics", dir / "sub/../fm/train-labels-idx1-ubyte"},
+                     {"--metrics", "same file"});
+  expect_usage_error(train + std::vector<std::string>{"--save", dir / "link"},
+                     {"--save", "same file"});
+  EXPECT_EQ(read_text(data / "train-labels-idx1-ubyte"), labels);
+
+  write_text(dir / "model.txt", "Flatten Linear(16, 10)\n");
+  expect_usage_error({"train", "--data", "fashion-mnist:" + data.string(), "--model",
+                      "@" + (dir / "model.txt"), "--epochs", "1", "--metrics", dir / "model.txt"},
+                     {"--metrics", "--model", "same file"});
+  EXPECT_EQ(read_text(dir / "model.txt"), "Flatten Linear(16, 10)\n");
+
+  ASSERT_EQ(lockstep({"train", "--epochs", "1", "--checkpoint-dir", dir / "ck"}).status, 0);
+  const std::string checkpoint = read_text(dir / "ck/epoch-0001.safetensors");
+  // A hard link: the same file by device and inode under another name.
+  fs::create_hard_link(dir / "ck/epoch-0001.safetensors", dir / "hard");
+  expect_usage_error({"train", "--epochs", "2", "--checkpoint-dir", dir / "ck", "--resume",
+                      "--metrics", dir / "hard"},
+                     {"--metrics", "--resume", "same file"});
+  expect_usage_error({"train", "--epochs", "2", "--checkpoint-dir", dir / "ck", "--resume",
+                      "--save", dir / "ck/epoch-0003.safetensors"},
+                     {"--save", "--checkpoint-dir", "checkpoint's name"});
+  fs::create_directories(dir.path() / "ck2");
+  expect_usage_error({"train", "--epochs", "2", "--checkpoint-dir", dir / "ck2", "--save",
+                      dir / "ck2/epoch-0002.safetensors"},
+                     {"--save", "checkpoint's name"});
+  EXPECT_EQ(read_text(dir / "ck/epoch-0001.safetensors"), checkpoint);
+}
+
+// Low: a link to a target that does not exist yet, given as a second output, is the same file
+// as the first output (both would create it).
+TEST(CliNeverLose, ADanglingLinkToAnotherOutputIsTheSameFile) {
+  TempDir dir;
+  fs::create_symlink(dir / "w", dir / "dangling");
+  expect_usage_error({"train", "--epochs", "1", "--save", dir / "w", "--metrics", dir / "dangling"},
+                     {"--save", "--metrics", "same file"});
+  EXPECT_FALSE(fs::exists(dir / "w"));
+}
+
+}  // namespace
+}  // namespace lockstep::e2e

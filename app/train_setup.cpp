@@ -132,17 +132,13 @@ void Trainer::setup() {
     if (o_.model.spec.empty())
       r_.model.mlp = default_mlp_spec(data_.synthetic, data_.features, data_.classes);
     shape_for_model(r_.model, data_);
-    // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
-    const MemoryNeed mlp_need =
-        check_run_memory(o_, r_.model, data_, replicas_here, dist_.world, nullptr);
+    // Every model is checked from its spec, before it is allocated (memory_budget.h).
+    r_.eval_rows =
+        eval_chunk_rows(check_run_memory(o_, r_.model, data_, replicas_here, dist_.world));
     model_ = make_model(r_.model, o_.model, data_, /*copies=*/2,
                         o_.model.spec.empty()
                             ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                             : "");
-    r_.eval_rows =
-        eval_chunk_rows(r_.model.mlp ? mlp_need
-                                     : check_run_memory(o_, r_.model, data_, replicas_here,
-                                                        dist_.world, model_.get()));
     if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   }
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every

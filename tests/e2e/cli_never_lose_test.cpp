@@ -6,9 +6,27 @@
 #include <cstdint>
 
 #include "cli_support.h"
+#include "lockstep/io/safetensors.h"
 
 namespace lockstep::e2e {
 namespace {
+
+/// `lockstep args` under `ulimit -v kib`.
+RunResult lockstep_limited(long kib, const std::vector<std::string>& args) {
+  std::vector<std::string> command{kCli};
+  command.insert(command.end(), args.begin(), args.end());
+  return run("/bin/sh", with_ulimit_v(kib, command));
+}
+
+/// Expects exit 2, nothing on stdout and one error line holding every string of `mentions`.
+void expect_refused(const RunResult& r, const std::vector<std::string>& mentions) {
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  for (const std::string& m : mentions)
+    EXPECT_NE(lines[0].find(m), std::string::npos) << m << " missing in " << lines[0];
+}
 
 /// A Fashion-MNIST layout of 4x4 images in `dir`: 16 training, 8 test rows, 10 classes.
 void write_mnist_dir(const fs::path& dir) {
@@ -70,6 +88,36 @@ TEST(CliNeverLose, ADanglingLinkToAnotherOutputIsTheSameFile) {
   expect_usage_error({"train", "--epochs", "1", "--save", dir / "w", "--metrics", dir / "dangling"},
                      {"--save", "--metrics", "same file"});
   EXPECT_FALSE(fs::exists(dir / "w"));
+}
+
+// High 2 and Medium 4: every command checks its whole need before it allocates, for every kind
+// of model: `eval` of an mlp whose one copy passed the old check against the machine's RAM, a
+// layer list (built before its check: `out of memory`, exit 1), and `generate` of a gpt: model
+// named by a file's metadata (built straight from it).
+TEST(CliNeverLose, EveryCommandChecksItsWholeMemoryNeedBeforeItAllocates) {
+  if (kSanitized) GTEST_SKIP() << "ulimit -v breaks the sanitizers' shadow memory";
+  TempDir dir;
+  write_text(dir / "w", "not read: refused before");
+  expect_refused(lockstep_limited(1 << 20, {"eval", "--model", "mlp:10,30000000,2", "--weights",
+                                            dir / "w"}),
+                 {"--model mlp:10,30000000,2", "evaluation needs about", "(ulimit -v)"});
+  expect_refused(
+      lockstep_limited(1 << 20, {"train", "--model", "Linear(10,30000000) ReLU Linear(30000000,2)",
+                                 "--epochs", "1", "--save", dir / "s"}),
+      {"--model", "training needs about", "(ulimit -v)", "--batch-size"});
+  expect_refused(
+      lockstep_limited(1 << 20, {"eval", "--model", "Linear(10,30000000) ReLU Linear(30000000,2)",
+                                 "--weights", dir / "w"}),
+      {"evaluation needs about", "(ulimit -v)"});
+  // 2 blocks 4,096 wide: 403 M parameters (1.6 GB) named by the metadata alone.
+  safetensors::save_state_dict({}, dir / "gpt.safetensors",
+                               {{"tokenizer", "bytes"},
+                                {"model", "gpt:layers=2,heads=2,embd=4096,block=16"},
+                                {"vocab_size", "256"}});
+  expect_refused(lockstep_limited(1 << 20, {"generate", "--weights", dir / "gpt.safetensors",
+                                            "--max-new-tokens", "1"}),
+                 {"gpt:layers=2,heads=2,embd=4096,block=16", "needs about", "(ulimit -v)"});
+  EXPECT_FALSE(fs::exists(dir / "s"));
 }
 
 }  // namespace

@@ -48,24 +48,47 @@ std::optional<long double> number_in(const std::string& path) {
   return v;
 }
 
-/// The cgroup (v2, else v1) directory of this process's memory controller.
+/// The room left under the memory limits of this process's cgroups: the tightest, over its own
+/// group and each ancestor, of the limit less the usage — cgroup v2's memory.max and
+/// memory.current, and cgroup v1's memory controller's memory.limit_in_bytes and
+/// memory.usage_in_bytes (a v1 machine may hold both hierarchies). The groups are read from
+/// /proc/self/cgroup under the mount /sys/fs/cgroup; tests point both elsewhere with
+/// LOCKSTEP_TEST_CGROUP_ROOT (its `cgroup` file and `fs` directory). Unset when no group has a
+/// limit.
 std::optional<AvailableMemory> cgroup_room() {
-  std::ifstream self("/proc/self/cgroup");
-  std::string v2 = "/sys/fs/cgroup";
-  for (std::string line; std::getline(self, line);)
-    if (line.rfind("0::", 0) == 0) v2 += line.substr(3);
-  for (const std::string& dir : {v2, std::string("/sys/fs/cgroup")}) {
-    const auto limit = number_in(dir + "/memory.max");
-    const auto used = number_in(dir + "/memory.current");
-    if (limit && used)
-      return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.max"};
+  const char* test_root = std::getenv("LOCKSTEP_TEST_CGROUP_ROOT");
+  const bool test = test_root != nullptr && *test_root != '\0';
+  const std::string mount = test ? std::string(test_root) + "/fs" : "/sys/fs/cgroup";
+  std::optional<AvailableMemory> best;
+  // `group` and its ancestors up to the hierarchy's root (which a cgroup namespace may make
+  // this process's own group; a real root group has no limit files).
+  auto walk = [&best](const std::string& base, std::string group, const std::string& limit_file,
+                      const std::string& usage_file, const std::string& source) {
+    while (!group.empty() && group.back() == '/') group.pop_back();
+    for (;;) {
+      const auto limit = number_in(base + group + "/" + limit_file);
+      const auto used = number_in(base + group + "/" + usage_file);
+      if (limit && used && (!best || *limit - *used < best->bytes))
+        best = AvailableMemory{std::max(0.0L, *limit - *used), source};
+      if (group.empty()) return;
+      group.erase(group.rfind('/'));
+    }
+  };
+  std::ifstream self(test ? std::string(test_root) + "/cgroup" : "/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    // Built by append: GCC 12 at -O3 sees a false -Wrestrict in "," + std::string&&.
+    std::string controllers(1, ',');
+    controllers.append(line, a + 1, b - a - 1).append(1, ',');
+    const std::string group = line.substr(b + 1);
+    if (line.rfind("0::", 0) == 0)
+      walk(mount, group, "memory.max", "memory.current", "the cgroup's memory.max");
+    else if (controllers.find(",memory,") != std::string::npos)
+      walk(mount + "/memory", group, "memory.limit_in_bytes", "memory.usage_in_bytes",
+           "the cgroup's memory.limit_in_bytes");
   }
-  const std::string v1 = "/sys/fs/cgroup/memory";
-  const auto limit = number_in(v1 + "/memory.limit_in_bytes");
-  const auto used = number_in(v1 + "/memory.usage_in_bytes");
-  if (limit && used)
-    return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.limit_in_bytes"};
-  return std::nullopt;
+  return best;
 }
 
 }  // namespace

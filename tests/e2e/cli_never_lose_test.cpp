@@ -120,5 +120,65 @@ TEST(CliNeverLose, EveryCommandChecksItsWholeMemoryNeedBeforeItAllocates) {
   EXPECT_FALSE(fs::exists(dir / "s"));
 }
 
+/// The directory of this process's cgroup-v1 memory controller, from /proc/self/cgroup; empty
+/// when there is none.
+fs::path own_memory_cgroup_v1() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",memory,") != std::string::npos)
+      return fs::path("/sys/fs/cgroup/memory") / line.substr(b + 2);
+  }
+  return {};
+}
+
+// Medium 3, cgroup v1 with a real group: the process's own group's memory.limit_in_bytes (the
+// root group's was read, so a limited group killed the run with status 137 and no message).
+TEST(CliNeverLose, TheMemoryLimitOfTheProcesssCgroupV1IsHonoured) {
+  if (kSanitized) GTEST_SKIP() << "the sanitizers' memory use";
+  const fs::path parent = own_memory_cgroup_v1();
+  if (parent.empty() || !fs::exists(parent / "memory.limit_in_bytes"))
+    GTEST_SKIP() << "no cgroup-v1 memory controller";
+  const fs::path group = parent / ("lockstep-test-" + std::to_string(::getpid()));
+  std::error_code ec;
+  if (!fs::create_directory(group, ec) || ec) GTEST_SKIP() << "cannot create " << group;
+  struct Remove {
+    fs::path p;
+    ~Remove() { ::rmdir(p.c_str()); }
+  } remove{group};
+  write_text(group / "memory.limit_in_bytes", "419430400");  // 400 MiB, a multiple of the page
+  if (read_text(group / "memory.limit_in_bytes") != "419430400\n")
+    GTEST_SKIP() << "cannot set " << group / "memory.limit_in_bytes";
+  TempDir dir;
+  const RunResult r = run("/bin/sh", {"-c", "echo $$ > \"$0\" && exec \"$@\"",
+                                      (group / "cgroup.procs").string(), kCli, "train", "--model",
+                                      "mlp:10,4000000,2", "--epochs", "1", "--save", dir / "w"});
+  expect_refused(r, {"training needs about", "memory.limit_in_bytes"});
+  EXPECT_FALSE(fs::exists(dir / "w"));
+}
+
+// Medium 3, cgroup v2 against a fixture tree (LOCKSTEP_TEST_CGROUP_ROOT: `cgroup`, read instead
+// of /proc/self/cgroup, and `fs`, the cgroup mount): the limit is the process's own group's,
+// the tightest of it and its ancestors, less their usage (before: /sys/fs/cgroup/memory.max, a
+// file only a cgroup namespace's root has).
+TEST(CliNeverLose, TheMemoryLimitOfTheProcesssCgroupV2IsHonoured) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "fs/jobs/run1");
+  write_text(dir / "cgroup", "0::/jobs/run1\n");
+  write_text(dir / "fs/memory.current", "0\n");  // the root group: no limit of its own
+  write_text(dir / "fs/jobs/memory.max", "2000000000\n");
+  write_text(dir / "fs/jobs/memory.current", "0\n");
+  write_text(dir / "fs/jobs/run1/memory.max", "1100000000\n");
+  write_text(dir / "fs/jobs/run1/memory.current", "100000000\n");
+  ::setenv("LOCKSTEP_TEST_CGROUP_ROOT", dir.path().c_str(), 1);
+  const RunResult big = lockstep({"train", "--model", "mlp:10,4000000,2", "--epochs", "1"});
+  const RunResult small = lockstep({"train", "--epochs", "1"});
+  ::unsetenv("LOCKSTEP_TEST_CGROUP_ROOT");
+  expect_refused(big, {"training needs about", "953.7 MiB available (the cgroup's memory.max)"});
+  EXPECT_EQ(small.status, 0) << small.err;
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

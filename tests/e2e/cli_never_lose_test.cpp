@@ -180,5 +180,38 @@ TEST(CliNeverLose, TheMemoryLimitOfTheProcesssCgroupV2IsHonoured) {
   EXPECT_EQ(small.status, 0) << small.err;
 }
 
+// Medium 5: every read is bounded. A device is no input (it has no size: /dev/zero was read
+// until memory ran out, and `--model @/dev/zero` aborted with an uncaught std::bad_alloc and a
+// core dump); a file larger than the memory the run may use is refused before it is read.
+TEST(CliNeverLose, EveryReadIsBounded) {
+  if (kSanitized) GTEST_SKIP() << "ulimit -v breaks the sanitizers' shadow memory";
+  TempDir dir;
+  const long limit = 1 << 20;  // KiB: 1 GiB of address space
+  expect_refused(lockstep_limited(limit, {"train", "--model", "@/dev/zero", "--epochs", "1"}),
+                 {"--model", "@/dev/zero", "character device"});
+  expect_refused(lockstep_limited(limit, {"train", "--init", "/dev/zero", "--epochs", "1"}),
+                 {"--init", "/dev/zero", "character device"});
+  expect_refused(lockstep_limited(limit, {"eval", "--weights", "/dev/zero"}),
+                 {"--weights", "/dev/zero", "character device"});
+  expect_refused(lockstep_limited(limit, {"train", "--data", "csv:/dev/zero", "--epochs", "1"}),
+                 {"/dev/zero", "character device"});
+  expect_refused(lockstep_limited(limit, {"train", "--data", "text:/dev/zero", "--model",
+                                          "gpt:layers=1,heads=1,embd=8,block=4"}),
+                 {"/dev/zero", "character device"});
+  // A sparse file of 64 GiB: more than the memory there is to read it into.
+  {
+    std::ofstream f(dir / "huge.csv");
+  }
+  fs::resize_file(dir / "huge.csv", std::uintmax_t{64} << 30);
+  expect_refused(
+      lockstep_limited(limit, {"train", "--data", "csv:" + (dir / "huge.csv"), "--epochs", "1"}),
+      {"huge.csv", "64.0 GiB", "more than"});
+  // A model file from a pipe (bash's process substitution is /dev/fd/N) is read once.
+  const RunResult r = run("/bin/bash", {"-c", "exec \"$0\" train --epochs 1 --model "
+                                              "@<(echo 'Linear(10, 2)')",
+                                        kCli});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

@@ -172,6 +172,10 @@ class Trainer {
   void inject_fault(std::int64_t step, Tensor& x) const;
   /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
   std::string nonfinite_ranks() const;
+  /// After the final save: Interrupted for a signal that came in the run's last phase (the
+  /// last step, the final evaluation, the final checkpoint and save), saying that training had
+  /// ended and what was written; nothing when none came.
+  void honour_late_signal(const std::string& last);
   [[noreturn]] void interrupted(int signal, const std::string& where,
                                 const std::string& checkpoint);
 

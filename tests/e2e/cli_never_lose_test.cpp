@@ -213,5 +213,30 @@ TEST(CliNeverLose, EveryReadIsBounded) {
   EXPECT_EQ(r.status, 0) << r.err;
 }
 
+// Medium 7: a signal is honoured in every phase. SIGTERM arriving during the last step (the
+// process stops itself there, LOCKSTEP_TEST_FAULT) is seen after it, in the final evaluation's
+// phase: the run used to drop it and exit 0; now the finished model is still saved (--save, the
+// last checkpoint) and the run exits 143 saying so.
+TEST(CliNeverLose, ASignalInTheLastPhaseIsHonoured) {
+  TempDir dir;
+  ::setenv("LOCKSTEP_TEST_FAULT", "hang:0:25", 1);  // 800 rows / 32: step 25 is the last
+  Child child(kCli, {"train", "--epochs", "1", "--devices", "cpu:0", "--save", dir / "w",
+                     "--checkpoint-dir", dir / "ck"});
+  ::unsetenv("LOCKSTEP_TEST_FAULT");
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child.pid(), &wstatus, WUNTRACED), child.pid());
+  ASSERT_TRUE(WIFSTOPPED(wstatus));
+  ::kill(child.pid(), SIGTERM);
+  ::kill(child.pid(), SIGCONT);
+  const RunResult r = child.wait();
+  EXPECT_EQ(r.status, 143) << r.err;
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("interrupted by SIGTERM"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("--save " + (dir / "w")), std::string::npos) << lines[0];
+  EXPECT_TRUE(fs::exists(dir / "w"));
+  EXPECT_TRUE(fs::exists(dir / "ck/epoch-0001.safetensors"));
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

@@ -148,6 +148,9 @@ void Trainer::setup() {
   const std::int64_t replicas = static_cast<std::int64_t>(r_.devices.size()) * dist_.world;
   const std::int64_t batchnorms = count_batchnorms(*model_);
   r_.sync_bn = sync_batchnorm(o_, replicas);
+  if (batchnorms > 0 && !text_)
+    check_batchnorm_batches(o_, r_.model, data_, r_.sync_bn,
+                            static_cast<std::int64_t>(r_.devices.size()), dist_.world);
   if (r_.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(model_);
   r_.zero_scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 &&
                     o_.grad_compression == "none" && !o_.deterministic;

@@ -238,5 +238,19 @@ TEST(CliNeverLose, ASignalInTheLastPhaseIsHonoured) {
   EXPECT_TRUE(fs::exists(dir / "ck/epoch-0001.safetensors"));
 }
 
+// Medium 8: a BatchNorm model whose epochs end in a batch of one sample (9 rows, batches of 4)
+// failed at the end of epoch 1; refused before training, naming the batch size and the rows.
+TEST(CliNeverLose, ABatchNormLastBatchOfOneSampleIsRefusedAtStart) {
+  TempDir dir;
+  std::string csv = "a,b,label\n";
+  for (int i = 0; i < 9; ++i) csv += std::to_string(i) + ",1," + std::to_string(i % 2) + "\n";
+  write_text(dir / "d.csv", csv);
+  expect_error({"train", "--data", "csv:" + (dir / "d.csv"), "--val-fraction", "0", "--model",
+                "Linear(2,4) BatchNorm1d(4) ReLU Linear(4,2)", "--batch-size", "4", "--devices",
+                "cpu:0", "--epochs", "2", "--checkpoint-dir", dir / "ck"},
+               {"--batch-size 4", "9 training rows", "BatchNorm1d"});
+  EXPECT_FALSE(fs::exists(dir / "ck"));
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

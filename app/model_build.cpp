@@ -53,6 +53,15 @@ ModelSpec parse_model_spec(const std::string& text) {
     return spec;
   }
   std::string layers = text;
+  // A family named without its parameters (not a layer: say what it takes).
+  if (trim(text) == "gpt")
+    throw ValueError("--model " + trim(text) +
+                     ": nanoGPT's model needs its parameters, "
+                     "gpt:layers=L,heads=H,embd=C,block=T[,bias=true,dropout=P] (e.g. "
+                     "gpt:layers=4,heads=4,embd=128,block=64)");
+  if (trim(text) == "mlp")
+    throw ValueError("--model " + trim(text) +
+                     ": an MLP needs its widths, mlp:IN,H1,...,OUT (e.g. mlp:784,256,10)");
   if (trim(text) == "resnet20") {
     spec.network = "resnet20";
     spec.where = "--model resnet20";

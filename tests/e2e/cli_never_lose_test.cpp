@@ -252,5 +252,11 @@ TEST(CliNeverLose, ABatchNormLastBatchOfOneSampleIsRefusedAtStart) {
   EXPECT_FALSE(fs::exists(dir / "ck"));
 }
 
+// Low: a family named without its parameters says what it takes (it was "unknown layer gpt").
+TEST(CliNeverLose, GptOrMlpWithoutItsParametersSaysWhatItTakes) {
+  expect_usage_error({"train", "--model", "gpt"}, {"gpt:layers=L,heads=H,embd=C,block=T"});
+  expect_usage_error({"train", "--model", "mlp"}, {"mlp:IN,H1,...,OUT"});
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

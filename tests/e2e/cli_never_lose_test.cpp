@@ -258,5 +258,15 @@ TEST(CliNeverLose, GptOrMlpWithoutItsParametersSaysWhatItTakes) {
   expect_usage_error({"train", "--model", "mlp"}, {"mlp:IN,H1,...,OUT"});
 }
 
+// Low: a torch.save file given where safetensors are expected is named as such (it was "header
+// size ... exceeds the limit").
+TEST(CliNeverLose, ATorchSaveFileIsNamedAsSuch) {
+  TempDir dir;
+  write_text(dir / "w.pt", std::string("PK\x03\x04", 4) + std::string(64, 'x'));
+  write_text(dir / "old.pt", std::string("\x80\x02", 2) + std::string(64, 'x'));
+  expect_error({"train", "--epochs", "1", "--init", dir / "w.pt"}, {"--init", "torch.save", "zip"});
+  expect_error({"eval", "--weights", dir / "old.pt"}, {"--weights", "torch.save", "pickle"});
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

@@ -90,7 +90,9 @@ void run_generate(const GenerateOptions& o, std::ostream& out) {
   model->eval();
   if (o.prompt.empty())
     throw ValueError("--prompt: empty (give at least one character to start from)");
-  std::vector<std::int64_t> ids = vocab.encode(o.prompt, "--prompt");
+  // The default prompt is a newline (sample.py's): a message about it says it was not typed.
+  std::vector<std::int64_t> ids = vocab.encode(
+      o.prompt, o.prompt == "\n" ? "--prompt (default: a newline, as nanoGPT's sample.py)" : "--prompt");
   Generator gen(o.seed);
   NoGradGuard no_grad;
   out << o.prompt << std::flush;

@@ -268,5 +268,22 @@ TEST(CliNeverLose, ATorchSaveFileIsNamedAsSuch) {
   expect_error({"eval", "--weights", dir / "old.pt"}, {"--weights", "torch.save", "pickle"});
 }
 
+// Low: generate's messages stay one line: a prompt character that is a control character is
+// named by its code point, and the default prompt (a newline) is said to be the default.
+TEST(CliNeverLose, GenerateMessagesNameControlCharactersAndTheDefaultPrompt) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "abcde";
+  write_text(dir / "t.txt", text);  // no newline: not in the vocabulary
+  RunResult r = lockstep({"train", "--data", "text:" + (dir / "t.txt"), "--model",
+                          "gpt:layers=1,heads=1,embd=8,block=4", "--max-iters", "1",
+                          "--batch-size", "2", "--eval-iters", "1", "--save", dir / "g"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_error({"generate", "--weights", dir / "g", "--max-new-tokens", "1"},
+               {"--prompt (default: a newline", "U+000A (a newline)"});
+  expect_error({"generate", "--weights", dir / "g", "--prompt", "a\tb", "--max-new-tokens", "1"},
+               {"--prompt", "U+0009 (a tab)"});
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

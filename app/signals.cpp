@@ -61,9 +61,20 @@ extern "C" void on_signal(int sig) {
     (void)!::write(STDERR_FILENO, tail, std::strlen(tail));
     ::_exit(128 + sig);
   }
-  if (g_signal == 0) g_signal = sig;
-  // A second signal ends the process right away (default action).
-  for (int s : kSignals) std::signal(s, SIG_DFL);
+  if (g_signal == 0) {
+    g_signal = sig;
+    return;
+  }
+  // A second signal ends the process right away, saying so (it ended with no line at all).
+  const char* head = "lockstep: error: interrupted again by ";
+  const char* first = " while finishing the current step for ";
+  const char* tail = ": stopped at once, no checkpoint written for this step\n";
+  (void)!::write(STDERR_FILENO, head, std::strlen(head));
+  (void)!::write(STDERR_FILENO, signal_name(sig), std::strlen(signal_name(sig)));
+  (void)!::write(STDERR_FILENO, first, std::strlen(first));
+  (void)!::write(STDERR_FILENO, signal_name(g_signal), std::strlen(signal_name(g_signal)));
+  (void)!::write(STDERR_FILENO, tail, std::strlen(tail));
+  ::_exit(128 + sig);
 }
 
 }  // namespace

@@ -285,5 +285,26 @@ TEST(CliNeverLose, GenerateMessagesNameControlCharactersAndTheDefaultPrompt) {
                {"--prompt", "U+0009 (a tab)"});
 }
 
+// Low: a second signal ends the run at once with its line (it ended with none).
+TEST(CliNeverLose, ASecondSignalEndsTheRunWithALine) {
+  TempDir dir;
+  ::setenv("LOCKSTEP_TEST_FAULT", "hang:0:3", 1);
+  Child child(kCli, {"train", "--epochs", "1", "--devices", "cpu:0", "--save", dir / "w"});
+  ::unsetenv("LOCKSTEP_TEST_FAULT");
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child.pid(), &wstatus, WUNTRACED), child.pid());
+  ASSERT_TRUE(WIFSTOPPED(wstatus));
+  ::kill(child.pid(), SIGINT);   // pending while stopped: delivered first (the lower number)
+  ::kill(child.pid(), SIGTERM);  // then this one, the second
+  ::kill(child.pid(), SIGCONT);
+  const RunResult r = child.wait();
+  EXPECT_EQ(r.status, 143) << r.err;
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("lockstep: error: interrupted again by SIGTERM"), std::string::npos)
+      << lines[0];
+  EXPECT_FALSE(fs::exists(dir / "w"));
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

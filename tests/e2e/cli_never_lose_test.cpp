@@ -11,13 +11,6 @@
 namespace lockstep::e2e {
 namespace {
 
-/// `lockstep args` under `ulimit -v kib`.
-RunResult lockstep_limited(long kib, const std::vector<std::string>& args) {
-  std::vector<std::string> command{kCli};
-  command.insert(command.end(), args.begin(), args.end());
-  return run("/bin/sh", with_ulimit_v(kib, command));
-}
-
 /// Expects exit 2, nothing on stdout and one error line holding every string of `mentions`.
 void expect_refused(const RunResult& r, const std::vector<std::string>& mentions) {
   EXPECT_EQ(r.status, 2) << r.err;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,22 @@ void check_room(const std::string& shown, const std::string& dir, std::uint64_t 
 
 void check_output_path(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
+  // /dev/stdout, /dev/fd/N, /proc/self/fd/N (or a link through them) name a stream this process
+  // was given, not a file: a redirected file would be replaced (outputs are replaced atomically)
+  // and a pipe cannot be.
+  std::string step = path;
+  for (int links = 0; links < 40; ++links) {
+    static const std::regex stream(R"(^/(dev/(stdin|stdout|stderr|fd/.*)|proc/[^/]+/fd/.*)$)");
+    if (std::regex_match(step, stream))
+      throw IoError(flag + " " + path + ": names a standard stream or file descriptor (" + step +
+                    "), not a file: lockstep replaces its outputs atomically, which would replace "
+                    "a redirected file and cannot write a pipe; give a file path");
+    std::error_code ec;
+    if (!fs::is_symlink(step, ec)) break;
+    const fs::path next = fs::read_symlink(step, ec);
+    if (ec) break;
+    step = (next.is_absolute() ? next : fs::path(step).parent_path() / next).string();
+  }
   const std::string target = target_of(flag, path);
   const std::string shown =
       flag + " " + path + (target == path ? "" : " (a link to " + target + ")");

@@ -299,5 +299,20 @@ TEST(CliNeverLose, ASecondSignalEndsTheRunWithALine) {
   EXPECT_FALSE(fs::exists(dir / "w"));
 }
 
+// Low: --metrics /dev/stdout (a stream, not a file) is refused: with stdout redirected to a file
+// (as here) the atomic replace replaced that file with the metrics; under a pipe it failed at the
+// end of the run.
+TEST(CliNeverLose, AStandardStreamIsNoOutputFile) {
+  TempDir dir;
+  fs::create_symlink("/dev/stdout", dir / "out-link");
+  for (const std::string& path : {std::string("/dev/stdout"), std::string("/dev/fd/1"), dir / "out-link"}) {
+    const RunResult r = lockstep({"train", "--epochs", "1", "--metrics", path});
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("--metrics " + path + ": names a standard stream"), std::string::npos)
+        << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

@@ -314,5 +314,14 @@ TEST(CliNeverLose, AStandardStreamIsNoOutputFile) {
   }
 }
 
+// Low: no library function's name leads a message (load_mnist_dir:, init_mpi:).
+TEST(CliNeverLose, NoInternalFunctionNameLeadsAMessage) {
+  TempDir dir;
+  const std::string line = expect_error({"train", "--data", "fashion-mnist:" + (dir / "none"),
+                                         "--epochs", "1"},
+                                        {"training images not found in"});
+  EXPECT_EQ(line.find("load_mnist_dir"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace lockstep::e2e

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "cli_support.h"
 #include "lockstep/io/safetensors.h"
@@ -19,6 +20,18 @@ void expect_refused(const RunResult& r, const std::vector<std::string>& mentions
   ASSERT_EQ(lines.size(), 1u) << r.err;
   for (const std::string& m : mentions)
     EXPECT_NE(lines[0].find(m), std::string::npos) << m << " missing in " << lines[0];
+}
+
+/// `lockstep args` started with LOCKSTEP_TEST_FAULT=hang:0:STEP, once it has stopped itself before
+/// that step (training has begun: a signal is recorded, acted on after the step).
+std::unique_ptr<Child> stopped_before_step(int step, const std::vector<std::string>& args) {
+  ::setenv("LOCKSTEP_TEST_FAULT", ("hang:0:" + std::to_string(step)).c_str(), 1);
+  auto child = std::make_unique<Child>(kCli, args);
+  ::unsetenv("LOCKSTEP_TEST_FAULT");
+  int wstatus = 0;
+  EXPECT_EQ(::waitpid(child->pid(), &wstatus, WUNTRACED), child->pid());
+  EXPECT_TRUE(WIFSTOPPED(wstatus));
+  return child;
 }
 
 /// A Fashion-MNIST layout of 4x4 images in `dir`: 16 training, 8 test rows, 10 classes.
@@ -212,16 +225,13 @@ TEST(CliNeverLose, EveryReadIsBounded) {
 // last checkpoint) and the run exits 143 saying so.
 TEST(CliNeverLose, ASignalInTheLastPhaseIsHonoured) {
   TempDir dir;
-  ::setenv("LOCKSTEP_TEST_FAULT", "hang:0:25", 1);  // 800 rows / 32: step 25 is the last
-  Child child(kCli, {"train", "--epochs", "1", "--devices", "cpu:0", "--save", dir / "w",
-                     "--checkpoint-dir", dir / "ck"});
-  ::unsetenv("LOCKSTEP_TEST_FAULT");
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(child.pid(), &wstatus, WUNTRACED), child.pid());
-  ASSERT_TRUE(WIFSTOPPED(wstatus));
-  ::kill(child.pid(), SIGTERM);
-  ::kill(child.pid(), SIGCONT);
-  const RunResult r = child.wait();
+  const auto child =  // 800 rows / 32: step 25 is the last
+      stopped_before_step(25, {"train", "--epochs", "1", "--devices", "cpu:0", "--save",
+                               dir / "w", "--checkpoint-dir", dir / "ck"});
+  if (::testing::Test::HasFailure()) return;
+  ::kill(child->pid(), SIGTERM);
+  ::kill(child->pid(), SIGCONT);
+  const RunResult r = child->wait();
   EXPECT_EQ(r.status, 143) << r.err;
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
@@ -281,18 +291,15 @@ TEST(CliNeverLose, GenerateMessagesNameControlCharactersAndTheDefaultPrompt) {
 // Low: a second signal ends the run at once with its line (it ended with none).
 TEST(CliNeverLose, ASecondSignalEndsTheRunWithALine) {
   TempDir dir;
-  ::setenv("LOCKSTEP_TEST_FAULT", "hang:0:3", 1);
-  Child child(kCli, {"train", "--epochs", "1", "--devices", "cpu:0", "--save", dir / "w"});
-  ::unsetenv("LOCKSTEP_TEST_FAULT");
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(child.pid(), &wstatus, WUNTRACED), child.pid());
-  ASSERT_TRUE(WIFSTOPPED(wstatus));
+  const auto child =
+      stopped_before_step(3, {"train", "--epochs", "1", "--devices", "cpu:0", "--save", dir / "w"});
+  if (::testing::Test::HasFailure()) return;
   // Both pending while stopped; on SIGCONT either may be handled first (two threads may take
   // them at once): one is the first, the other ends the run.
-  ::kill(child.pid(), SIGINT);
-  ::kill(child.pid(), SIGTERM);
-  ::kill(child.pid(), SIGCONT);
-  const RunResult r = child.wait();
+  ::kill(child->pid(), SIGINT);
+  ::kill(child->pid(), SIGTERM);
+  ::kill(child->pid(), SIGCONT);
+  const RunResult r = child->wait();
   EXPECT_TRUE(r.status == 130 || r.status == 143) << r.status << ": " << r.err;
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;

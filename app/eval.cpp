@@ -1,6 +1,7 @@
 // `lockstep eval` (see eval.h).
 #include "eval.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -33,13 +34,20 @@ void run_eval(const EvalOptions& options, std::ostream& out) {
   else
     spec = parse_model_spec(options.model.spec);
   shape_for_model(spec, data);
+  // The whole need, before the model is built and the --weights file read: the weights, the
+  // file read and parsed, one evaluation chunk's activations.
+  const MemoryNeed need = spec_memory_need(spec, data);
+  const std::int64_t rows = eval_chunk_rows(need);  // bounded memory per forward
+  check_inference_memory(spec_name(spec), "evaluation", need, file_size_or_zero(options.weights),
+                         std::min(rows, std::max<std::int64_t>(
+                                            1, data.train_x.size(0) + (data.has_validation()
+                                                                           ? data.val_x.size(0)
+                                                                           : 0))));
   auto model = make_model(spec, options.model, data, /*copies=*/1,
                           options.model.spec.empty()
                               ? default_mlp_note(data.features, data.classes, data.train_name)
                               : "");
   load_weights(*model, options.weights, "--weights");
-  const std::int64_t rows =  // bounded memory per forward
-      eval_chunk_rows(spec.mlp ? mlp_memory_need(*spec.mlp) : model_memory_need(*model, data));
   model->eval();
 
   Tensor x = data.val_x, y = data.val_y;

@@ -12,6 +12,7 @@
 #include "gpt_spec.h"
 #include "lockstep/io/safetensors.h"
 #include "lockstep/lockstep.h"
+#include "memory_budget.h"
 #include "text_data.h"
 #include "weights.h"
 
@@ -66,10 +67,16 @@ void run_generate(const GenerateOptions& o, std::ostream& out) {
   }
   const std::string where = "--weights " + o.weights;
   const TextVocab vocab = TextVocab::from_metadata(file.metadata, where);
-  const std::shared_ptr<nn::GPT> model = gpt_from_metadata(file.metadata, where);
-  if (model->config.vocab_size != vocab.size())
-    throw DataError(where + ": metadata 'vocab_size' " + std::to_string(model->config.vocab_size) +
+  const auto [spec, vocab_size] = gpt_spec_from_metadata(file.metadata, where);
+  if (vocab_size != vocab.size())
+    throw DataError(where + ": metadata 'vocab_size' " + std::to_string(vocab_size) +
                     " but the vocabulary has " + std::to_string(vocab.size()) + " tokens");
+  // The model the metadata names, checked before it is built (the file is already read: counted
+  // once, it is not parsed again).
+  check_inference_memory(where + " (" + spec.str() + ")", "generation",
+                         gpt_memory_need(spec, vocab_size), file_size_or_zero(o.weights) / 2.0L,
+                         1);
+  const auto model = std::make_shared<nn::GPT>(spec.config(vocab_size));
   if (is_checkpoint(file)) {
     // A checkpoint of --checkpoint-dir: its model part (the optimizer's and scheduler's go).
     try {
@@ -83,7 +90,9 @@ void run_generate(const GenerateOptions& o, std::ostream& out) {
   model->eval();
   if (o.prompt.empty())
     throw ValueError("--prompt: empty (give at least one character to start from)");
-  std::vector<std::int64_t> ids = vocab.encode(o.prompt, "--prompt");
+  // The default prompt is a newline (sample.py's): a message about it says it was not typed.
+  std::vector<std::int64_t> ids = vocab.encode(
+      o.prompt, o.prompt == "\n" ? "--prompt (default: a newline, as nanoGPT's sample.py)" : "--prompt");
   Generator gen(o.seed);
   NoGradGuard no_grad;
   out << o.prompt << std::flush;

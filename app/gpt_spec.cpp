@@ -88,8 +88,8 @@ std::map<std::string, std::string> gpt_metadata(const GptSpec& spec, std::int64_
   return {{"model", spec.str()}, {"vocab_size", std::to_string(vocab_size)}};
 }
 
-std::shared_ptr<nn::GPT> gpt_from_metadata(const std::map<std::string, std::string>& md,
-                                           const std::string& path) {
+std::pair<GptSpec, std::int64_t> gpt_spec_from_metadata(const std::map<std::string, std::string>& md,
+                                                        const std::string& path) {
   auto model = md.find("model"), vocab = md.find("vocab_size");
   if (model == md.end() || vocab == md.end())
     throw DataError(path +
@@ -106,7 +106,13 @@ std::shared_ptr<nn::GPT> gpt_from_metadata(const std::map<std::string, std::stri
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 1)
     throw DataError(path + ": metadata 'vocab_size' is not an integer >= 1: '" + s + "'");
-  return std::make_shared<nn::GPT>(spec.config(v));
+  return {spec, v};
+}
+
+std::shared_ptr<nn::GPT> gpt_from_metadata(const std::map<std::string, std::string>& md,
+                                           const std::string& path) {
+  const auto [spec, vocab] = gpt_spec_from_metadata(md, path);
+  return std::make_shared<nn::GPT>(spec.config(vocab));
 }
 
 }  // namespace lockstep::app

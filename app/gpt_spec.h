@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "lockstep/nn/gpt.h"
 
@@ -30,6 +31,11 @@ GptSpec parse_gpt_spec(const std::string& text);
 
 /// {"model": spec.str(), "vocab_size": N}.
 std::map<std::string, std::string> gpt_metadata(const GptSpec& spec, std::int64_t vocab_size);
+
+/// The spec and vocabulary size a weights file's metadata names, before anything is built.
+/// DataError naming `path` and the key when missing or malformed.
+std::pair<GptSpec, std::int64_t> gpt_spec_from_metadata(const std::map<std::string, std::string>& md,
+                                                        const std::string& path);
 
 /// The GPT a weights file's metadata describes (parameters from the default generator; load
 /// the file's state into it). DataError naming `path` and the key when missing or malformed.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 
@@ -335,6 +336,73 @@ long double parameter_count(const std::vector<LayerSpec>& layers, const std::str
     }
   }
   return total;
+}
+
+std::vector<std::vector<long double>> layer_output_shapes(const std::vector<LayerSpec>& layers,
+                                                          const std::string& where,
+                                                          std::vector<long double> shape) {
+  std::vector<std::vector<long double>> out;
+  for (const LayerSpec& l : layers) {
+    const std::string& n = l.name;
+    if (n == "Linear") {
+      const Args a(l, where, kLinearArgs);
+      if (shape.empty()) break;
+      shape.back() = static_cast<long double>(a.integer(1));
+    } else if (n == "Conv2d" || n == "MaxPool2d" || n == "AvgPool2d") {
+      Size2 k{}, s{}, p{}, d{1, 1};
+      std::int64_t channels = 0;
+      if (n == "Conv2d") {
+        const Args a(l, where, kConv2dArgs);
+        k = a.pair(2), s = a.pair(3, Size2{1, 1}), p = a.pair(4, Size2{0, 0});
+        d = a.pair(5, Size2{1, 1}), channels = a.integer(1);
+      } else {
+        const Args a(l, where, {"kernel_size", "stride", "padding"});
+        k = a.pair(0), s = a.raw(1) ? a.pair(1) : k, p = a.pair(2, Size2{0, 0});
+      }
+      if (shape.size() != 3 || s[0] < 1 || s[1] < 1) break;
+      if (channels != 0) shape[0] = static_cast<long double>(channels);
+      bool fits = true;
+      for (std::size_t i = 0; i < 2; ++i) {
+        const long double span = shape[i + 1] + 2.0L * static_cast<long double>(p[i]) -
+                                 static_cast<long double>(d[i]) *
+                                     static_cast<long double>(k[i] - 1) -
+                                 1.0L;
+        if (span < 0) fits = false;
+        shape[i + 1] = std::floor(span / static_cast<long double>(s[i])) + 1.0L;
+      }
+      if (!fits) break;
+    } else if (n == "AdaptiveAvgPool2d") {
+      const Args a(l, where, {"output_size"});
+      if (shape.size() != 3) break;
+      const Size2 o = a.pair(0);
+      shape[1] = static_cast<long double>(o[0]), shape[2] = static_cast<long double>(o[1]);
+    } else if (n == "Flatten") {
+      const Args a(l, where, {"start_dim", "end_dim"});
+      // Dimensions counted with the batch's (index 0), as torch.flatten takes them.
+      const auto dims = static_cast<std::int64_t>(shape.size()) + 1;
+      std::int64_t start = a.integer(0, 1), end = a.integer(1, -1);
+      if (start < 0) start += dims;
+      if (end < 0) end += dims;
+      if (start < 1 || end >= dims || start > end) break;  // the batch folded in, or refused
+      std::vector<long double> flat(shape.begin(), shape.begin() + (start - 1));
+      long double product = 1.0L;
+      for (std::int64_t i = start; i <= end; ++i) product *= shape[static_cast<std::size_t>(i - 1)];
+      flat.push_back(product);
+      flat.insert(flat.end(), shape.begin() + end, shape.end());
+      shape = std::move(flat);
+    }  // BatchNorm, activations, Dropout: the shape they are given
+    // A size below 1, or beyond what a layer accepts (int32 sizes, int64 element counts), is
+    // the layer's own to refuse, with its message (make_model): the walk stops there.
+    bool plausible = true;
+    long double values = 1.0L;
+    for (const long double v : shape) {
+      plausible = plausible && v >= 1.0L && v <= 2147483647.0L;
+      values *= v;
+    }
+    if (!plausible || values > 9.2e18L) break;
+    out.push_back(shape);
+  }
+  return out;
 }
 
 std::string cnn_layers() {

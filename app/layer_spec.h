@@ -48,6 +48,16 @@ std::shared_ptr<nn::Sequential> make_layers(const std::vector<LayerSpec>& layers
 /// arguments alone, before anything is allocated. ValueError as make_layers for bad arguments.
 long double parameter_count(const std::vector<LayerSpec>& layers, const std::string& where);
 
+/// The shape of one sample after each layer of `layers` (without the batch dimension), from the
+/// layers' arguments and `sample` (one sample's shape) alone, before anything is allocated: what
+/// the memory estimate counts and where a BatchNorm's statistics come from. Stops (a shorter
+/// result) at a layer whose input it cannot shape (one that does not fit: make_model's forward
+/// names it) or whose output is beyond what a layer accepts (a size over int32, a count over
+/// int64: the layer refuses it, naming itself). ValueError as make_layers for bad arguments.
+std::vector<std::vector<long double>> layer_output_shapes(const std::vector<LayerSpec>& layers,
+                                                          const std::string& where,
+                                                          std::vector<long double> sample);
+
 /// `s` without leading and trailing whitespace.
 std::string trim(const std::string& s);
 

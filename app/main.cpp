@@ -2,6 +2,7 @@
 // job (train.h, eval.h) and maps every outcome onto the exit statuses of exit_status.h, printing
 // exactly one `lockstep: error: ...` line on stderr for every failure.
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -16,6 +17,8 @@
 #include "generate.h"
 #include "lockstep/core/blas.h"
 #include "lockstep/dist/mpi.h"
+#include "lockstep/io/atomic_file.h"
+#include "memory_budget.h"
 #include "message_text.h"
 #include "rank_hosts.h"
 #include "signals.h"
@@ -134,6 +137,11 @@ int main(int argc, char** argv) {
     print_error(std::string("internal error: ") + error.what());
     return kExitFailure;
   }
+  // Every file read (data, weights, model files, checkpoints) is bounded by the memory this
+  // process may use: a larger file is refused before it is read (io::read_file).
+  if (const auto room = available_memory())
+    lockstep::io::set_read_limit(static_cast<std::uint64_t>(room->bytes),
+                                 "the memory this process may use: " + room->source);
   if (int status = parse_command_line(*app, argc, argv); status >= 0) return status;
   const int status = run_command(options);
   if (status != kExitSuccess && current_dist().world > 1) {

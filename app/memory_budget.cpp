@@ -6,19 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/error.h"
-#include "lockstep/nn/resnet.h"
-#include "lockstep/nn/sequential.h"
-#include "lockstep/ops/ops.h"
-#include "lockstep/ops/pool.h"
 #include "message_text.h"
 
 namespace lockstep::app {
@@ -53,24 +48,47 @@ std::optional<long double> number_in(const std::string& path) {
   return v;
 }
 
-/// The cgroup (v2, else v1) directory of this process's memory controller.
+/// The room left under the memory limits of this process's cgroups: the tightest, over its own
+/// group and each ancestor, of the limit less the usage — cgroup v2's memory.max and
+/// memory.current, and cgroup v1's memory controller's memory.limit_in_bytes and
+/// memory.usage_in_bytes (a v1 machine may hold both hierarchies). The groups are read from
+/// /proc/self/cgroup under the mount /sys/fs/cgroup; tests point both elsewhere with
+/// LOCKSTEP_TEST_CGROUP_ROOT (its `cgroup` file and `fs` directory). Unset when no group has a
+/// limit.
 std::optional<AvailableMemory> cgroup_room() {
-  std::ifstream self("/proc/self/cgroup");
-  std::string v2 = "/sys/fs/cgroup";
-  for (std::string line; std::getline(self, line);)
-    if (line.rfind("0::", 0) == 0) v2 += line.substr(3);
-  for (const std::string& dir : {v2, std::string("/sys/fs/cgroup")}) {
-    const auto limit = number_in(dir + "/memory.max");
-    const auto used = number_in(dir + "/memory.current");
-    if (limit && used)
-      return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.max"};
+  const char* test_root = std::getenv("LOCKSTEP_TEST_CGROUP_ROOT");
+  const bool test = test_root != nullptr && *test_root != '\0';
+  const std::string mount = test ? std::string(test_root) + "/fs" : "/sys/fs/cgroup";
+  std::optional<AvailableMemory> best;
+  // `group` and its ancestors up to the hierarchy's root (which a cgroup namespace may make
+  // this process's own group; a real root group has no limit files).
+  auto walk = [&best](const std::string& base, std::string group, const std::string& limit_file,
+                      const std::string& usage_file, const std::string& source) {
+    while (!group.empty() && group.back() == '/') group.pop_back();
+    for (;;) {
+      const auto limit = number_in(base + group + "/" + limit_file);
+      const auto used = number_in(base + group + "/" + usage_file);
+      if (limit && used && (!best || *limit - *used < best->bytes))
+        best = AvailableMemory{std::max(0.0L, *limit - *used), source};
+      if (group.empty()) return;
+      group.erase(group.rfind('/'));
+    }
+  };
+  std::ifstream self(test ? std::string(test_root) + "/cgroup" : "/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    // Built by append: GCC 12 at -O3 sees a false -Wrestrict in "," + std::string&&.
+    std::string controllers(1, ',');
+    controllers.append(line, a + 1, b - a - 1).append(1, ',');
+    const std::string group = line.substr(b + 1);
+    if (line.rfind("0::", 0) == 0)
+      walk(mount, group, "memory.max", "memory.current", "the cgroup's memory.max");
+    else if (controllers.find(",memory,") != std::string::npos)
+      walk(mount + "/memory", group, "memory.limit_in_bytes", "memory.usage_in_bytes",
+           "the cgroup's memory.limit_in_bytes");
   }
-  const std::string v1 = "/sys/fs/cgroup/memory";
-  const auto limit = number_in(v1 + "/memory.limit_in_bytes");
-  const auto used = number_in(v1 + "/memory.usage_in_bytes");
-  if (limit && used)
-    return AvailableMemory{std::max(0.0L, *limit - *used), "the cgroup's memory.limit_in_bytes"};
-  return std::nullopt;
+  return best;
 }
 
 }  // namespace
@@ -118,47 +136,63 @@ int optimizer_state_slots(const std::string& optimizer, double momentum) {
   return 2;
 }
 
-MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data) {
+MemoryNeed resnet20_memory_need(const std::vector<std::int64_t>& sample) {
   MemoryNeed need;
-  for (const Tensor& p : model.parameters()) need.params += static_cast<long double>(p.numel());
-  // The forward as steps, each with the tensors of its output's size that backward keeps. A layer
-  // list: one per layer (its output). resnet20 (not a chain: blocks add their shortcut) is walked
-  // in its forward's order. An estimate: only a block's output is seen from here, so what it
-  // keeps inside is counted from BasicBlock::forward (conv1, bn1, relu, conv2, bn2, the sum, the
-  // relu: 7 of its output's size, conv1 having the stride already; a projection's conv and
-  // BatchNorm: 2 more), not measured from autograd; the stem keeps conv1, bn1, relu (3).
-  std::vector<std::pair<std::function<Tensor(const Tensor&)>, long double>> steps;
-  auto step = [&steps](const std::shared_ptr<nn::Module>& m, long double kept) {
-    steps.emplace_back([m](const Tensor& x) { return m->forward(x); }, kept);
-  };
-  if (auto* resnet = dynamic_cast<nn::ResNet*>(&model)) {
-    steps.emplace_back(
-        [resnet](const Tensor& x) { return relu(resnet->bn1->forward(resnet->conv1->forward(x))); },
-        3.0L);
-    for (const auto& layer : {resnet->layer1, resnet->layer2, resnet->layer3})
-      for (const auto& block : layer->children())
-        step(block, static_cast<nn::BasicBlock&>(*block).downsample ? 9.0L : 7.0L);
-    steps.emplace_back(
-        [](const Tensor& x) {
-          return flatten(adaptive_avg_pool2d(x, {1, 1}), 1);
-        },
-        1.0L);
-    step(resnet->fc, 1.0L);
-  } else if (dynamic_cast<nn::Sequential*>(&model) != nullptr) {
-    for (const auto& layer : model.children()) step(layer, 1.0L);
+  const auto channels = static_cast<long double>(sample.empty() ? 1 : sample[0]);
+  need.params = resnet20_parameters(channels, kResnet20Classes);
+  if (sample.size() != 3) return need;
+  // What resnet20's forward keeps for backward, walked in its order: the stem's conv1, bn1, relu
+  // (3 of its output's size); per BasicBlock conv1, bn1, relu, conv2, bn2, the sum and the relu
+  // (7 of its output's size; a projection's conv and BatchNorm: 2 more); the pooled 64 values
+  // and the 10 logits. An estimate from BasicBlock::forward, not measured from autograd.
+  long double h = static_cast<long double>(sample[1]), w = static_cast<long double>(sample[2]);
+  need.activations_per_sample = 3.0L * 16.0L * h * w + 3.0L * 7.0L * 16.0L * h * w;
+  for (const long double width : {32.0L, 64.0L}) {
+    // The stage's first block: a 3x3 convolution (padding 1) and a 1x1 projection, stride 2.
+    h = std::floor((h - 1.0L) / 2.0L) + 1.0L, w = std::floor((w - 1.0L) / 2.0L) + 1.0L;
+    need.activations_per_sample += (9.0L + 2.0L * 7.0L) * width * h * w;
   }
-  if (steps.empty()) return need;
-  std::vector<std::int64_t> sample = data.train_x.shape().vec();
-  sample[0] = 2;  // two samples: BatchNorm needs more than one value per channel
-  NoGradGuard no_grad;
-  model.eval();
-  Tensor out = zeros(Shape(sample));
-  for (const auto& [forward, kept] : steps) {
-    out = forward(out);
-    need.activations_per_sample += kept * static_cast<long double>(out.numel()) / 2.0L;
-  }
-  model.train();
+  need.activations_per_sample += 64.0L + static_cast<long double>(kResnet20Classes);
   return need;
+}
+
+MemoryNeed spec_memory_need(const ModelSpec& spec, const LoadedData& data) {
+  if (spec.mlp) return mlp_memory_need(*spec.mlp);
+  const std::vector<std::int64_t> shape = data.train_x.shape().vec();
+  const std::vector<std::int64_t> sample(shape.begin() + (shape.empty() ? 0 : 1), shape.end());
+  if (!spec.network.empty()) return resnet20_memory_need(sample);
+  MemoryNeed need;
+  if (spec.layers.empty()) return need;
+  need.params = parameter_count(spec.layers, spec.where);
+  for (const auto& out : layer_output_shapes(spec.layers, spec.where,
+                                             std::vector<long double>(sample.begin(), sample.end()))) {
+    long double values = 1.0L;
+    for (const long double d : out) values *= d;
+    need.activations_per_sample += values;  // each layer's output
+  }
+  return need;
+}
+
+void check_inference_memory(const std::string& what, const std::string& command,
+                            const MemoryNeed& need, long double file_bytes, std::int64_t rows) {
+  const std::optional<AvailableMemory> have = available_memory();
+  if (!have) return;  // unknown: let the allocator decide
+  const long double weights = need.params * kFloat;
+  const long double activations =
+      need.activations_per_sample * kFloat * static_cast<long double>(rows);
+  const long double runtime = kPerThread * 2.0L;
+  const long double total = weights + 2.0L * file_bytes + activations + runtime;
+  if (total <= have->bytes) return;
+  char count[64];
+  std::snprintf(count, sizeof count, need.params < 1e15L ? "%.0Lf" : "%.3Lg", need.params);
+  throw ValueError(what + ": " + command + " needs about " + human_bytes(total) +
+                   " of memory, more than the " + human_bytes(have->bytes) + " available (" +
+                   have->source + "): the weights of " + count + " parameters (" +
+                   human_bytes(weights) + "), the --weights file read and parsed (" +
+                   human_bytes(2.0L * file_bytes) + "), the activations of " +
+                   std::to_string(rows) + (rows == 1 ? " row" : " rows") + " at a time (" +
+                   human_bytes(activations) + "), BLAS buffers and threads (" +
+                   human_bytes(runtime) + ") (use a smaller model, or a machine with more memory)");
 }
 
 std::int64_t eval_chunk_rows(const MemoryNeed& need) {
@@ -212,19 +246,22 @@ void check_training_memory(const std::string& what, const MemoryNeed& need, std:
 }
 
 MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
-                            std::int64_t replicas, int world, nn::Module* model) {
-  if ((model == nullptr) != spec.mlp.has_value()) return {};
-  const MemoryNeed need = spec.mlp ? mlp_memory_need(*spec.mlp) : model_memory_need(*model, data);
+                            std::int64_t replicas, int world) {
+  const MemoryNeed need = spec_memory_need(spec, data);
   const std::string note =
       o.model.spec.empty() ? default_mlp_note(data.features, data.classes, data.train_name) : "";
-  // resnet20's `where` already names it ("--model resnet20"); a layer list's names the source.
-  const std::string what = spec.mlp               ? "--model " + spec.mlp->str()
-                           : spec.network.empty() ? spec.where + " " + spec.str()
-                                                  : spec.where;
-  check_training_memory(what, need, replicas, optimizer_state_slots(o.optimizer, o.momentum),
+  check_training_memory(spec_name(spec), need, replicas,
+                        optimizer_state_slots(o.optimizer, o.momentum),
                         zero_state_shards(o, world), world,
                         std::min(o.batch_size, data.train_x.size(0)), note);
   return need;
+}
+
+std::string spec_name(const ModelSpec& spec) {
+  // resnet20's `where` already names it ("--model resnet20"); a layer list's names the source.
+  return spec.mlp               ? "--model " + spec.mlp->str()
+         : spec.network.empty() ? spec.where + " " + spec.str()
+                                : spec.where;
 }
 
 }  // namespace lockstep::app

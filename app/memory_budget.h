@@ -7,14 +7,18 @@
 // (OpenBLAS's buffer, the stack), against the memory actually available: the smallest of
 // MemAvailable, the cgroup's limit less its usage, and `ulimit -v` less this process's size.
 // Evaluation (validation, `lockstep eval`) runs in chunks whose activations stay under 256 MiB.
+// Every command checks before it allocates (issue 39): `train` for every model kind from its spec
+// (layer lists and resnet20 too, before they are built), `eval` and `generate` their weights, the
+// --weights file and one chunk's activations (check_inference_memory). The limits are the
+// process's own: its cgroup's (v2, and v1's memory controller), each ancestor group's too.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data_source.h"
-#include "lockstep/nn/module.h"
 #include "model_spec.h"
 #include "options.h"
 
@@ -46,24 +50,39 @@ MemoryNeed gpt_memory_need(const GptSpec& spec, std::int64_t vocab_size);
 /// State tensors the optimizer keeps per parameter: sgd 0 (1 with momentum), adam/adamw 2.
 int optimizer_state_slots(const std::string& optimizer, double momentum);
 
-/// A built model's need: its parameters, and the activations of one sample's eval-mode, no-grad
-/// forward (run on 2 samples): for a chain of layers (nn::Sequential: layer lists) every child's
-/// output; for nn::ResNet (resnet20) an estimate from its pieces' outputs, 3 for the stem and per
-/// BasicBlock the 7 tensors of its output's size that backward keeps (9 with a projection). Other
-/// models count their parameters only.
-MemoryNeed model_memory_need(nn::Module& model, const LoadedData& data);
+/// resnet20's need for samples `sample` ([C, H, W]) from its shape alone: its parameters and,
+/// walked in its forward's order, what backward keeps (3 of the stem's output's size, 7 per
+/// BasicBlock of its output's size, 9 with a projection, then the pooled values and logits).
+MemoryNeed resnet20_memory_need(const std::vector<std::int64_t>& sample);
+
+/// Any model's need for `data` (already shaped by shape_for_model) from its spec alone, before
+/// it is built: an mlp from its widths, resnet20 as above, a layer list from its arguments
+/// (parameter_count, and every layer's output: layer_output_shapes). gpt: models need their
+/// vocabulary: gpt_memory_need.
+MemoryNeed spec_memory_need(const ModelSpec& spec, const LoadedData& data);
+
+/// "--model mlp:...", "--model LAYERS", "--model @FILE LAYERS" or "--model resnet20": the model in
+/// memory messages.
+std::string spec_name(const ModelSpec& spec);
+
+/// ValueError naming `what`, `command` ("evaluation", "generation"), the estimate, its parts and
+/// the memory available when running `need` without gradients does not fit: one copy of the
+/// weights, the --weights file of `file_bytes` read and parsed (twice its size), the activations
+/// of `rows` rows at a time and two threads' BLAS buffers. Called before the model is built.
+void check_inference_memory(const std::string& what, const std::string& command,
+                            const MemoryNeed& need, long double file_bytes, std::int64_t rows);
 
 /// Rows per evaluation forward: as many as keep `need`'s activations under 256 MiB, from 1 to
 /// 8192.
 std::int64_t eval_chunk_rows(const MemoryNeed& need);
 
-/// The run's check, made twice by `lockstep train`: with `model` null, before the model is built,
-/// for an mlp (from its widths: an absurd one is refused before it is allocated); with the built
-/// `model`, for any other model (measured). `replicas`: the devices of this process; `world`: the
+/// The training run's check, before the model is built, for every model kind but gpt: (whose
+/// check, gpt_memory_need, needs the text's vocabulary): spec_memory_need against the memory
+/// available (check_training_memory). `replicas`: the devices of this process; `world`: the
 /// job's ranks (with --zero each keeps 1/world of the optimizer state, zero_state_shards).
-/// Returns the need (zero when this call had nothing to check), for eval_chunk_rows.
+/// Returns the need, for eval_chunk_rows.
 MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
-                            std::int64_t replicas, int world, nn::Module* model);
+                            std::int64_t replicas, int world);
 
 /// How many ranks share the optimizer state: `world` with --zero across ranks
 /// (ZeroRedundancyOptimizer), else 1.

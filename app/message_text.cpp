@@ -48,7 +48,11 @@ std::string user_facing(const std::string& message) {
   static const std::regex internal(
       R"(load_state_dict into [A-Za-z0-9_]+: ?|DataParallel replica on [a-z]+:[0-9]+: )");
   static const std::regex bad_alloc(R"(^std::bad_alloc$)");  // what() of a failed allocation
-  return std::regex_replace(std::regex_replace(message, internal, ""), bad_alloc, "out of memory");
+  // A library function's name leading the message (load_mnist_dir:, init_mpi:, read_file:).
+  static const std::regex function(R"(^[a-z]+(?:_[a-z0-9]+)+: )");
+  return std::regex_replace(
+      std::regex_replace(std::regex_replace(message, internal, ""), bad_alloc, "out of memory"),
+      function, "", std::regex_constants::format_first_only);
 }
 
 }  // namespace lockstep::app

@@ -18,7 +18,8 @@ std::string typed_flag(const std::string& line);
 std::string human_bytes(long double bytes);
 
 /// `message` without the library's internal prefixes that name code, not anything the user
-/// gave: "load_state_dict into Sequential: ", "DataParallel replica on cpu:0: "; a bare
+/// gave: "load_state_dict into Sequential: ", "DataParallel replica on cpu:0: ", a library
+/// function's name leading the message ("load_mnist_dir: ", "init_mpi: "); a bare
 /// "std::bad_alloc" (an allocation that failed on a device worker) reads "out of memory".
 std::string user_facing(const std::string& message);
 

@@ -1,12 +1,12 @@
 // ModelSpec (model_spec.h): --model as an MLP, a layer list or resnet20, the data shaped for it,
 // and the model built and checked against the data.
 #include <filesystem>
-#include <fstream>
+#include <map>
 #include <new>
-#include <sstream>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/error.h"
+#include "lockstep/io/atomic_file.h"
 #include "lockstep/nn/resnet.h"
 #include "lockstep/ops/ops.h"
 #include "model_spec.h"
@@ -14,6 +14,8 @@
 namespace lockstep::app {
 
 namespace {
+
+constexpr std::size_t kMaxModelFileBytes = std::size_t{1} << 20;
 
 const char* const kImageLayers[] = {"Conv2d", "BatchNorm2d", "MaxPool2d", "AvgPool2d",
                                     "AdaptiveAvgPool2d"};
@@ -51,6 +53,15 @@ ModelSpec parse_model_spec(const std::string& text) {
     return spec;
   }
   std::string layers = text;
+  // A family named without its parameters (not a layer: say what it takes).
+  if (trim(text) == "gpt")
+    throw ValueError("--model " + trim(text) +
+                     ": nanoGPT's model needs its parameters, "
+                     "gpt:layers=L,heads=H,embd=C,block=T[,bias=true,dropout=P] (e.g. "
+                     "gpt:layers=4,heads=4,embd=128,block=64)");
+  if (trim(text) == "mlp")
+    throw ValueError("--model " + trim(text) +
+                     ": an MLP needs its widths, mlp:IN,H1,...,OUT (e.g. mlp:784,256,10)");
   if (trim(text) == "resnet20") {
     spec.network = "resnet20";
     spec.where = "--model resnet20";
@@ -63,11 +74,23 @@ ModelSpec parse_model_spec(const std::string& text) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
       throw IoError("--model " + text + ": '" + path + "' is a directory, not a model file");
-    std::ifstream in(path);
-    if (!in) throw IoError("--model " + text + ": cannot read the model file '" + path + "'");
-    std::ostringstream all;
-    all << in.rdbuf();
-    layers = all.str();
+    // Read once per process (the flag's check and the run both parse it): a pipe or /dev/stdin
+    // has nothing left to give a second read. A model file is text: at most 1 MiB of it.
+    static std::map<std::string, std::string> read_before;
+    if (auto it = read_before.find(path); it != read_before.end()) {
+      layers = it->second;
+    } else {
+      try {
+        layers = io::read_file(path);
+      } catch (const IoError& e) {
+        throw IoError("--model " + text + ": " + e.what());
+      }
+      if (layers.size() > kMaxModelFileBytes)
+        throw ValueError("--model " + text + ": the model file holds " +
+                         std::to_string(layers.size()) + " bytes, more than a layer list's " +
+                         std::to_string(kMaxModelFileBytes));
+      read_before.emplace(path, layers);
+    }
     spec.where = "--model " + text;
   }
   spec.layers = parse_layers(layers, spec.where);

@@ -11,9 +11,11 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
 #include "data_source.h"
 #include "lockstep/core/error.h"
 #include "lockstep/io/atomic_file.h"
@@ -70,18 +72,56 @@ struct FileIdentity {
   }
 };
 
+/// The identity of the file a read or a write of `path` lands on: a symbolic link is followed to
+/// the end of its chain, also when that end does not exist yet (a write creates it there), and
+/// dot segments are resolved after the links they follow (as the kernel does).
 FileIdentity identify(const std::string& path) {
   FileIdentity id;
+  std::string target = path;
+  try {
+    target = io::write_target(path);
+  } catch (const IoError&) {  // a loop of links: check_output_path reports it
+  }
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) id.exists = true, id.dev = st.st_dev, id.ino = st.st_ino;
+  if (::stat(target.c_str(), &st) == 0) id.exists = true, id.dev = st.st_dev, id.ino = st.st_ino;
   std::error_code ec;
-  id.canonical = fs::weakly_canonical(fs::absolute(path, ec), ec).string();
+  id.canonical = fs::weakly_canonical(fs::absolute(target, ec), ec).string();
   return id;
 }
 
 struct NamedPath {
   std::string flag, path;
 };
+
+/// Every file the run reads, with the flag that names it: --init, the --data files (those inside
+/// a fashion-mnist directory too, under each name the reader tries, and the directory itself),
+/// the --model @FILE and, with --resume, the checkpoint it resumes.
+std::vector<NamedPath> run_inputs(const TrainOptions& o) {
+  std::vector<NamedPath> inputs;
+  if (!o.init.empty()) inputs.push_back({"--init", o.init});
+  try {
+    const DataSpec spec = parse_data_spec(o.data.spec);
+    for (const std::string& p : spec.paths) {
+      inputs.push_back({"--data", p});
+      if (spec.kind == DataSpec::Kind::FashionMnist)
+        for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+          for (const std::string& file : {std::string(name), std::string(name) + ".gz"})
+            inputs.push_back({"--data", (fs::path(p) / file).string()});
+    }
+  } catch (const Error&) {  // a bad --data is reported, with its own message, when it loads
+  }
+  if (o.model.spec.size() > 1 && o.model.spec.front() == '@')
+    inputs.push_back({"--model", o.model.spec.substr(1)});
+  if (o.resume && !o.checkpoint_dir.empty()) {
+    try {
+      if (const auto latest = find_latest_checkpoint(o.checkpoint_dir))
+        inputs.push_back({"--resume", *latest});
+    } catch (const Error&) {  // reported, with its own message, when the run resumes
+    }
+  }
+  return inputs;
+}
 
 void check_room(const std::string& shown, const std::string& dir, std::uint64_t bytes) {
   struct statvfs vfs {};
@@ -98,6 +138,22 @@ void check_room(const std::string& shown, const std::string& dir, std::uint64_t 
 
 void check_output_path(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
+  // /dev/stdout, /dev/fd/N, /proc/self/fd/N (or a link through them) name a stream this process
+  // was given, not a file: a redirected file would be replaced (outputs are replaced atomically)
+  // and a pipe cannot be.
+  std::string step = path;
+  for (int links = 0; links < 40; ++links) {
+    static const std::regex stream(R"(^/(dev/(stdin|stdout|stderr|fd/.*)|proc/[^/]+/fd/.*)$)");
+    if (std::regex_match(step, stream))
+      throw IoError(flag + " " + path + ": names a standard stream or file descriptor (" + step +
+                    "), not a file: lockstep replaces its outputs atomically, which would replace "
+                    "a redirected file and cannot write a pipe; give a file path");
+    std::error_code ec;
+    if (!fs::is_symlink(step, ec)) break;
+    const fs::path next = fs::read_symlink(step, ec);
+    if (ec) break;
+    step = (next.is_absolute() ? next : fs::path(step).parent_path() / next).string();
+  }
   const std::string target = target_of(flag, path);
   const std::string shown =
       flag + " " + path + (target == path ? "" : " (a link to " + target + ")");
@@ -140,16 +196,26 @@ void check_outputs(const TrainOptions& o) {
   }
 
   // The same file twice: an output over another output or over an input.
-  std::vector<NamedPath> inputs;
-  if (!o.init.empty()) inputs.push_back({"--init", o.init});
-  try {
-    for (const std::string& p : parse_data_spec(o.data.spec).paths) inputs.push_back({"--data", p});
-  } catch (const Error&) {  // a bad --data is reported, with its own message, when it loads
-  }
+  const std::vector<NamedPath> inputs = run_inputs(o);
   std::vector<NamedPath> outputs;
   for (const NamedPath& out : {NamedPath{"--save", o.save}, NamedPath{"--metrics", o.metrics},
                                NamedPath{"--checkpoint-dir", o.checkpoint_dir}})
     if (!out.path.empty()) outputs.push_back(out);
+  // An output inside --checkpoint-dir under a checkpoint's name would be overwritten by a
+  // checkpoint (or taken for one by --resume).
+  if (!o.checkpoint_dir.empty()) {
+    const FileIdentity dir = identify(o.checkpoint_dir);
+    for (const NamedPath& out : outputs) {
+      if (out.flag == "--checkpoint-dir") continue;
+      const fs::path target(target_of(out.flag, out.path));
+      const std::string name = target.filename().string();
+      if ((name.rfind("epoch-", 0) == 0 || name.rfind("iter-", 0) == 0) &&
+          identify(target.has_parent_path() ? target.parent_path().string() : ".") == dir)
+        throw ValueError(out.flag + " " + out.path + " lies in --checkpoint-dir " +
+                         o.checkpoint_dir + " under a checkpoint's name (" + name +
+                         "): a checkpoint would overwrite it; give another path");
+    }
+  }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const FileIdentity id = identify(outputs[i].path);
     std::vector<NamedPath> others(outputs.begin() + static_cast<std::ptrdiff_t>(i) + 1,

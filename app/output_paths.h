@@ -6,8 +6,11 @@
 //   refused (exit 2, naming the path) rather than written through or replaced;
 // - every output is checked writable before the first step (a file is created, written, synced
 //   and removed where it will go; the file system must have room for the file), so a read-only
-//   or full target costs no training; outputs that are the same file as each other or as an
-//   input are refused, except --save equal to --init (training in place: the write is atomic);
+//   or full target costs no training; outputs that are the same file as each other or as any
+//   file the run reads are refused (issue 39: the files inside a fashion-mnist directory, the
+//   --model @FILE, the checkpoint --resume continues; by device and inode, links and `..`
+//   followed), except --save equal to --init (training in place: the write is atomic); so are
+//   standard streams (/dev/stdout) and outputs under a checkpoint's name in --checkpoint-dir;
 // - if the final --save write still fails, the weights go to a fallback file that the error line
 //   names.
 #pragma once
@@ -21,8 +24,9 @@
 
 namespace lockstep::app {
 
-/// IoError unless `path` (given as `flag`) can be written as a regular file: what it names, after
-/// following symbolic links, is a regular file or nothing, and its directory exists. The message
+/// IoError unless `path` (given as `flag`) can be written as a regular file: it names no standard
+/// stream (/dev/stdout, /dev/fd/N, /proc/self/fd/N, also through links), what it names after
+/// following symbolic links is a regular file or nothing, and its directory exists. The message
 /// names the flag, the path (and the link's target) and what lies there.
 void check_output_path(const std::string& flag, const std::string& path);
 
@@ -34,8 +38,10 @@ void check_output_dir(const std::string& flag, const std::string& dir);
 /// check_output_path (--save, --metrics), check_output_dir (--checkpoint-dir), that a file can
 /// be created and written where each output goes (for a --checkpoint-dir yet to be created: in
 /// its nearest existing ancestor; IoError naming the flag, the path and the system's reason:
-/// read-only file system, no space left, permission), and that no output is the same file as
-/// another output or as an input (--init, the --data files), --save equal to --init excepted
+/// read-only file system, no space left, permission), that no output lies in --checkpoint-dir
+/// under a checkpoint's name (epoch-*, iter-*), and that no output is the same file as another
+/// output or as an input (--init, the --data files and those a fashion-mnist directory holds,
+/// the --model @FILE, the checkpoint --resume continues), --save equal to --init excepted
 /// (ValueError naming both flags).
 void check_outputs(const TrainOptions& o);
 

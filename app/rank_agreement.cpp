@@ -59,6 +59,12 @@ std::string rank_setup(const TrainOptions& o, const std::string& fingerprint, co
          "\n--resume=" + (o.resume ? "on" : "off") + "\n--zero=" + (o.zero ? "on" : "off") +
          "\n--checkpoint-dir=" + (o.checkpoint_dir.empty() ? "(not given)" : o.checkpoint_dir) +
          "\n--init=" + (o.init.empty() ? "(not given)" : o.init) +
+         // When every rank evaluates (gpt: models: estimate_loss's collectives) and how the
+         // steps run: a rank on its own schedule fails at the first evaluation.
+         "\n--eval-interval=" + std::to_string(o.eval_interval) +
+         "\n--eval-iters=" + std::to_string(o.eval_iters) +
+         "\n--comm-overlap=" + (o.comm_overlap ? "on" : "off") +
+         "\n--cuda-graphs=" + (o.cuda_graphs ? "on" : "off") +
          // The reducers' collectives (bucket sizes, wire format) must match on every rank.
          "\n--bucket-cap-mb=" + exact_string(o.bucket_cap_mb) +
          "\n--grad-compression=" + o.grad_compression +

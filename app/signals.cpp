@@ -14,7 +14,10 @@
 namespace lockstep::app {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// The first signal once training runs. Atomic (lock-free, so usable in the handler): two
+// signals may be handled at once by two threads, and exactly one of them must be the first.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 volatile std::sig_atomic_t g_training = 0;
 volatile std::sig_atomic_t g_continued = 0;
 
@@ -61,9 +64,19 @@ extern "C" void on_signal(int sig) {
     (void)!::write(STDERR_FILENO, tail, std::strlen(tail));
     ::_exit(128 + sig);
   }
-  if (g_signal == 0) g_signal = sig;
-  // A second signal ends the process right away (default action).
-  for (int s : kSignals) std::signal(s, SIG_DFL);
+  int none = 0;
+  if (g_signal.compare_exchange_strong(none, sig)) return;
+  // A second signal ends the process right away, saying so (it ended with no line at all).
+  const char* head = "lockstep: error: interrupted again by ";
+  const char* first = " while finishing the current step for ";
+  const char* tail = ": stopped at once, no checkpoint written for this step\n";
+  (void)!::write(STDERR_FILENO, head, std::strlen(head));
+  (void)!::write(STDERR_FILENO, signal_name(sig), std::strlen(signal_name(sig)));
+  (void)!::write(STDERR_FILENO, first, std::strlen(first));
+  const char* first_name = signal_name(g_signal.load());
+  (void)!::write(STDERR_FILENO, first_name, std::strlen(first_name));
+  (void)!::write(STDERR_FILENO, tail, std::strlen(tail));
+  ::_exit(128 + sig);
 }
 
 }  // namespace
@@ -89,7 +102,7 @@ void ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
 
 void begin_training() { g_training = 1; }
 
-int pending_signal() { return g_signal; }
+int pending_signal() { return g_signal.load(); }
 
 const char* signal_name(int signal) {
   switch (signal) {

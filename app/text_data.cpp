@@ -2,6 +2,7 @@
 #include "text_data.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "lockstep/core/error.h"
@@ -45,6 +46,16 @@ std::vector<std::string> utf8_characters(const std::string& text, const std::str
   return out;
 }
 
+/// `ch` (one UTF-8 character) for a message: quoted, or a control character by its code point
+/// ("U+000A (a newline)"), so that an error stays one line of text.
+std::string printable_character(const std::string& ch) {
+  const auto c = static_cast<unsigned char>(ch[0]);
+  if (ch.size() != 1 || (c >= 0x20 && c != 0x7f)) return "'" + ch + "'";
+  char code[16];
+  std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
+  return std::string(code) + (c == '\n' ? " (a newline)" : c == '\t' ? " (a tab)" : "");
+}
+
 /// The ids of `characters` (text already split by utf8_characters) in the sorted `vocab`;
 /// DataError naming `where`, the character and its byte offset when one is not in it.
 std::vector<std::int64_t> character_ids(const std::vector<std::string>& characters,
@@ -56,7 +67,7 @@ std::vector<std::int64_t> character_ids(const std::vector<std::string>& characte
   for (const std::string& ch : characters) {
     auto it = std::lower_bound(vocab.begin(), vocab.end(), ch);
     if (it == vocab.end() || *it != ch)
-      throw DataError(where + ": the character '" + ch + "' at byte offset " +
+      throw DataError(where + ": the character " + printable_character(ch) + " at byte offset " +
                       std::to_string(offset) + " is not in the model's vocabulary of " +
                       std::to_string(vocab.size()) + " characters");
     ids.push_back(it - vocab.begin());

@@ -30,6 +30,21 @@ void Trainer::interrupted(int signal, const std::string& where, const std::strin
   throw Interrupted(signal, message);
 }
 
+void Trainer::honour_late_signal(const std::string& last) {
+  const int signal = signal_now();
+  if (signal == 0) return;
+  progress_->clear();
+  std::string message = std::string("interrupted by ") + signal_name(signal) + " in the run's " +
+                        "last phase (" + last + ", its final evaluation and save): training had " +
+                        "ended";
+  if (!o_.save.empty()) message += "; the trained weights were written to --save " + o_.save;
+  if (!o_.checkpoint_dir.empty())
+    message += "; its last checkpoint is in --checkpoint-dir " + o_.checkpoint_dir;
+  if (o_.save.empty() && o_.checkpoint_dir.empty())
+    message += "; nothing was written (no --save, no --checkpoint-dir)";
+  throw Interrupted(signal, message);
+}
+
 std::optional<EvalResult> Trainer::validate() {
   if (!data_.has_validation()) return std::nullopt;
   dp_->eval();
@@ -81,6 +96,7 @@ void Trainer::run() {
     if (auto v = validate()) val_loss = v->loss, val_accuracy = v->accuracy;
   }
   save_final();
+  honour_late_signal("epoch " + std::to_string(trained));
   out_ << zero_line()
        << summary_line(trained, val_loss, val_accuracy, seconds_since(start_), r_.devices,
                        dist_.world)

@@ -1,6 +1,9 @@
 // `lockstep train`: the flag combinations refused before training, and the
 // BatchNorm mode (--sync-bn / --no-sync-bn) a run resolves (see trainer.h).
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/lockstep.h"
@@ -133,6 +136,52 @@ void check_shards_per_rank(const TrainOptions& o, std::int64_t samples, int worl
   };
   if (samples >= o.batch_size) refuse(o.batch_size, "--batch-size");
   if (samples % o.batch_size != 0) refuse(samples % o.batch_size, "the last batch of each epoch");
+}
+
+void check_batchnorm_batches(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
+                             bool sync, std::int64_t devices, int world) {
+  const std::vector<std::int64_t> shape = data.train_x.shape().vec();
+  const std::vector<long double> sample(shape.begin() + 1, shape.end());
+  // The first BatchNorm whose input holds one value per channel in each sample.
+  std::string layer;
+  if (!spec.network.empty() && sample.size() == 3) {  // resnet20: smallest after two stride-2 stages
+    long double h = sample[1], w = sample[2];
+    for (int i = 0; i < 2; ++i)
+      h = std::floor((h - 1.0L) / 2.0L) + 1.0L, w = std::floor((w - 1.0L) / 2.0L) + 1.0L;
+    if (h * w == 1.0L) layer = spec.where + "'s layer3 BatchNorm2d";
+  } else if (!spec.layers.empty()) {
+    const auto outs = layer_output_shapes(spec.layers, spec.where, sample);
+    for (std::size_t i = 0; i < spec.layers.size() && i <= outs.size() && layer.empty(); ++i) {
+      if (spec.layers[i].name != "BatchNorm1d" && spec.layers[i].name != "BatchNorm2d") continue;
+      const std::vector<long double>& in = i == 0 ? sample : outs[i - 1];
+      long double per_channel = 1.0L;
+      for (std::size_t d = 1; d < in.size(); ++d) per_channel *= in[d];
+      if (per_channel == 1.0L) layer = spec.where + " layer " + spec.layers[i].text;
+    }
+  }
+  if (layer.empty()) return;
+  const std::int64_t rows = data.train_x.size(0), b = o.batch_size;
+  std::vector<std::pair<std::int64_t, std::string>> batches{
+      {std::min(b, rows), rows <= b ? "the epoch's only batch" : "each full batch"}};
+  if (rows > b && rows % b != 0)
+    batches.emplace_back(rows % b, "the last batch of each epoch (the rows modulo --batch-size)");
+  for (const auto& [n, which] : batches) {
+    std::int64_t smallest = n;
+    if (!sync)
+      for (const auto& [rs, rank_part] : parallel::split_batch(n, world))
+        for (const auto& [ds, device_part] : parallel::split_batch(rank_part, devices))
+          if (device_part > 0) smallest = std::min(smallest, device_part);
+    if (smallest != 1) continue;
+    throw ValueError(
+        "--batch-size " + std::to_string(b) + " with " + std::to_string(rows) +
+        " training rows: " + which + " holds " + std::to_string(n) +
+        (n == 1 ? " sample" : " samples, one device's share 1 sample (per-device BatchNorm)") +
+        ", and " + layer +
+        " would normalise it with the statistics of a single value per channel (PyTorch: "
+        "\"Expected more than 1 value per channel when training\"); choose a --batch-size that "
+        "leaves every batch at least 2 samples" +
+        (sync ? std::string() : " per device (or --sync-bn)"));
+  }
 }
 
 }  // namespace lockstep::app

@@ -76,6 +76,7 @@ void Trainer::run_iterations() {
   if (trained_steps == 0 && text_->has_validation())  // resumed at or past --max-iters
     val_loss = estimate_loss(text_->val, 2);
   save_final();
+  honour_late_signal("iteration " + std::to_string(global_step_));
   out_ << zero_line();
   const double rate =
       train_seconds > 0 ? tokens_per_step * static_cast<double>(trained_steps) / train_seconds : 0;

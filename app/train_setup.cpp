@@ -132,19 +132,15 @@ void Trainer::setup() {
     if (o_.model.spec.empty())
       r_.model.mlp = default_mlp_spec(data_.synthetic, data_.features, data_.classes);
     shape_for_model(r_.model, data_);
-    // An mlp is checked before it is allocated, any other model once built (memory_budget.h).
-    const MemoryNeed mlp_need =
-        check_run_memory(o_, r_.model, data_, replicas_here, dist_.world, nullptr);
+    // Every model is checked from its spec, before it is allocated (memory_budget.h).
+    r_.eval_rows =
+        eval_chunk_rows(check_run_memory(o_, r_.model, data_, replicas_here, dist_.world));
     model_ = with_torch_init(o_.torch_init, o_.data.seed, [&] {
       return make_model(r_.model, o_.model, data_, /*copies=*/2,
                         o_.model.spec.empty()
                             ? default_mlp_note(data_.features, data_.classes, data_.train_name)
                             : "");
     });
-    r_.eval_rows =
-        eval_chunk_rows(r_.model.mlp ? mlp_need
-                                     : check_run_memory(o_, r_.model, data_, replicas_here,
-                                                        dist_.world, model_.get()));
     if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
   }
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every
@@ -154,6 +150,9 @@ void Trainer::setup() {
   const std::int64_t replicas = static_cast<std::int64_t>(r_.devices.size()) * dist_.world;
   const std::int64_t batchnorms = count_batchnorms(*model_);
   r_.sync_bn = sync_batchnorm(o_, replicas);
+  if (batchnorms > 0 && !text_)
+    check_batchnorm_batches(o_, r_.model, data_, r_.sync_bn,
+                            static_cast<std::int64_t>(r_.devices.size()), dist_.world);
   if (r_.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(model_);
   r_.zero_scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 &&
                     o_.grad_compression == "none" && !o_.deterministic;

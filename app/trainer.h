@@ -76,6 +76,16 @@ std::string batchnorm_line(const TrainOptions& o, bool sync, std::int64_t layers
 void check_shards_per_rank(const TrainOptions& o, std::int64_t samples, int world,
                            std::int64_t shard_size);
 
+/// A BatchNorm in training normalises each group of samples (the global batch with
+/// SyncBatchNorm, each device's chunk of it without) with the statistics of that group: a group
+/// of one sample whose BatchNorm input holds one value per channel (BatchNorm1d after a Linear)
+/// cannot train (PyTorch: "Expected more than 1 value per channel when training"). ValueError
+/// naming the layer, --batch-size and the training rows when a batch of the epoch (each full
+/// one, or the last one: the rows modulo --batch-size) makes such a group on `devices` devices
+/// per rank and `world` ranks; checked before training, from the spec (no model needed).
+void check_batchnorm_batches(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
+                             bool sync, std::int64_t devices, int world);
+
 // Checks made before training (train_checks.cpp).
 
 /// --optimizer, or adamw (nanoGPT's) for a gpt: model when it was not given.
@@ -172,6 +182,10 @@ class Trainer {
   void inject_fault(std::int64_t step, Tensor& x) const;
   /// " on rank R" / " on ranks R,S" for the ranks whose share of the last loss was not finite.
   std::string nonfinite_ranks() const;
+  /// After the final save: Interrupted for a signal that came in the run's last phase (the
+  /// last step, the final evaluation, the final checkpoint and save), saying that training had
+  /// ended and what was written; nothing when none came.
+  void honour_late_signal(const std::string& last);
   [[noreturn]] void interrupted(int signal, const std::string& where,
                                 const std::string& checkpoint);
 

@@ -1,6 +1,8 @@
 // Weights files (see weights.h).
 #include "weights.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -63,6 +65,12 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
   } catch (const StateDictError& e) {
     throw StateDictError(where + e.what());
   }
+}
+
+long double file_size_or_zero(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0.0L;
+  return static_cast<long double>(st.st_size);
 }
 
 void save_weights(const nn::Module& model, const std::string& path,

@@ -22,4 +22,8 @@ void load_weights(nn::Module& model, const std::string& path, const std::string&
 void save_weights(const nn::Module& model, const std::string& path,
                   const std::map<std::string, std::string>& metadata = {});
 
+/// The size in bytes of the regular file `path` names (links followed); 0 when it is not one or
+/// cannot be looked at (its read reports why).
+long double file_size_or_zero(const std::string& path);
+
 }  // namespace lockstep::app

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <random>
 
 #include "lockstep/core/error.h"
@@ -138,6 +140,44 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     throw_errno(where + ": cannot fsync directory " + quoted(dir), errno);
 }
 
+namespace {
+
+std::atomic<std::uint64_t> read_limit{UINT64_MAX};
+std::mutex read_limit_mutex;
+std::string read_limit_why;  // guarded by read_limit_mutex
+
+/// "123 bytes", or "64.0 GiB (68719476736 bytes)".
+std::string size_text(std::uint64_t bytes) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024.0 && u < 5) v /= 1024.0, ++u;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.1f %s (%llu bytes)", v, units[u],
+                static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+[[noreturn]] void throw_too_large(const std::string& where, const std::string& size,
+                                  std::uint64_t limit) {
+  std::string why;
+  {
+    const std::lock_guard<std::mutex> lock(read_limit_mutex);
+    why = read_limit_why;
+  }
+  throw IoError(where + ": " + size + ", more than the " + size_text(limit) + " that may be read" +
+                (why.empty() ? "" : " (" + why + ")"));
+}
+
+}  // namespace
+
+void set_read_limit(std::uint64_t bytes, const std::string& why) {
+  const std::lock_guard<std::mutex> lock(read_limit_mutex);
+  read_limit_why = why;
+  read_limit = bytes;
+}
+
 std::string read_file(const std::string& path) {
   const std::string where = quoted(path);
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -145,6 +185,13 @@ std::string read_file(const std::string& path) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw_errno(where + ": cannot stat", errno);
   if (S_ISDIR(st.st_mode)) throw_errno(where + ": cannot read", EISDIR);
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+    throw IoError(where + ": is a " +
+                  (S_ISCHR(st.st_mode) ? "character" : "block") +
+                  " device, not a file (give a regular file, or a pipe)");
+  const std::uint64_t limit = read_limit.load();
+  if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > limit)
+    throw_too_large(where, "is " + size_text(static_cast<std::uint64_t>(st.st_size)), limit);
   std::string out;
   if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
   char buf[1 << 16];
@@ -155,6 +202,8 @@ std::string read_file(const std::string& path) {
       throw_errno(where + ": cannot read", errno);
     }
     if (n == 0) break;
+    if (out.size() + static_cast<std::size_t>(n) > limit)
+      throw_too_large(where, "holds more", limit);
     out.append(buf, static_cast<std::size_t>(n));
   }
   return out;

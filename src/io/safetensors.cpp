@@ -159,6 +159,17 @@ File deserialize(std::string_view bytes, const std::string& name) {
   const std::string file = "safetensors: " + quoted(name) + ": ";
   auto fail = [&](const std::string& what) { return DataError(file + what); };
 
+  // PyTorch's own format is the likeliest wrong file: name it (torch.save writes a zip archive,
+  // before PyTorch 1.6 a bare pickle). Their first bytes can also start a safetensors file's
+  // header size (0x80 0x02: 640 bytes), whose header then opens with '{' at offset 8.
+  const bool zip = bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4);
+  const bool pickle = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x80 &&
+                      bytes[1] >= 2 && bytes[1] <= 5;
+  if ((zip || pickle) && !(bytes.size() > 8 && bytes[8] == '{'))
+    throw fail(std::string("a PyTorch torch.save file (") +
+               (zip ? "a zip archive" : "a pickle") +
+               "), not safetensors: write it with safetensors.torch.save_file(model.state_dict(), "
+               "path)");
   if (bytes.size() < 8)
     throw fail("file is " + std::to_string(bytes.size()) +
                " bytes, shorter than the 8-byte header size field");

@@ -10,13 +10,6 @@
 namespace lockstep::e2e {
 namespace {
 
-/// `lockstep args` under `ulimit -v kib`.
-RunResult lockstep_limited(long kib, const std::vector<std::string>& args) {
-  std::vector<std::string> command{kCli};
-  command.insert(command.end(), args.begin(), args.end());
-  return run("/bin/sh", with_ulimit_v(kib, command));
-}
-
 // Refused before anything is allocated, exit 2 with the estimate, its parts and the limit
 // (before: "out of memory" half way through setting up, or the OOM killer).
 TEST(CliMemory, AModelThatDoesNotFitIsRefusedWithTheEstimate) {

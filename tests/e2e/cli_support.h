@@ -218,6 +218,13 @@ inline std::vector<std::string> with_ulimit_v(long kib, const std::vector<std::s
   return sh;
 }
 
+/// `lockstep args` under `ulimit -v kib` (KiB of address space).
+inline RunResult lockstep_limited(long kib, const std::vector<std::string>& args) {
+  std::vector<std::string> command{kCli};
+  command.insert(command.end(), args.begin(), args.end());
+  return run("/bin/sh", with_ulimit_v(kib, command));
+}
+
 inline std::string command_text(const std::vector<std::string>& args) {
   std::string cmd = "lockstep";
   for (const auto& a : args) cmd += " " + a;

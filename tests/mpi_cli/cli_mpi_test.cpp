@@ -10,6 +10,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <tuple>
 
 #include "e2e/cli_support.h"
 #include "lockstep/cuda/runtime.h"
@@ -427,6 +428,31 @@ TEST(MpiCli, AFlagGivenToOneRankOnlyIsRefusedBeforeTrainingButSaveMayBe) {
   EXPECT_EQ(t.r.status, 0) << t.r.err;
   EXPECT_LT(t.seconds, 30.0);
   EXPECT_TRUE(fs::exists(dir / "w"));
+}
+
+// Issue 39: every flag that changes the run is compared at start-up, --eval-interval and
+// --eval-iters of a gpt: model too (the ranks trained, then failed at the first evaluation with
+// exit 1); refused with exit 2 naming the flag before any step.
+TEST(MpiCli, RanksWithDifferentEvaluationFlagsAreRefusedAtStart) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "abcdefgh ijklmnop\n";
+  write_text(dir / "t.txt", text);
+  const std::vector<std::string> common{"train", "--data", "text:" + (dir / "t.txt"), "--model",
+                                        "gpt:layers=1,heads=1,embd=8,block=4", "--max-iters", "4",
+                                        "--batch-size", "2", "--timeout", "10", "--eval-iters", "1"};
+  for (const auto& [flag, a, b] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--eval-interval", "2", "4"}, {"--eval-iters", "1", "2"}}) {
+    std::vector<std::string> args{"-np", "1", kCli};
+    args = args + common + std::vector<std::string>{flag, a, ":", "-np", "1", kCli} + common +
+           std::vector<std::string>{flag, b};
+    const RunResult r = run(LOCKSTEP_MPIEXEC, args);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.out.find("iter "), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find(flag + "=" + b + " on rank 1, " + flag + "=" + a + " on rank 0"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 // --grad-compression bf16 across 2 ranks (PyTorch's bf16_compress_hook): trains, to other

@@ -202,7 +202,7 @@ scenario_data_path() {
   took=$(since "$start")
   check "exit status 4" test $status -eq 4 || echo "$out"
   check "both ranks name rank 0's failed connection and the fix" test "$(grep -c \
-    "init_mpi: rank 0 on host1 cannot open a TCP connection to rank 1 on host2: tried 127.0.0.1:.*Set LOCKSTEP_SOCKET_IFNAME" \
+    "error: .*rank 0 on host1 cannot open a TCP connection to rank 1 on host2: tried 127.0.0.1:.*Set LOCKSTEP_SOCKET_IFNAME" \
     <<<"$out")" -eq 2
   check "ended after $took s, well before the 30 s connect timeout" test "$(echo "$took < 15" | bc)" -eq 1
 }

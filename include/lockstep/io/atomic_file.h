@@ -11,6 +11,7 @@
 // nothing. (torch.save writes through such paths; Lockstep's outputs are regular files only.)
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -42,7 +43,13 @@ void write_file_atomic(const std::string& path, std::string_view bytes);
 bool is_temporary_file(const std::string& filename);
 
 /// The whole file as bytes. IoError naming the path and the system's reason when it cannot be
-/// opened or read, or when it is a directory.
+/// opened or read, or when it is a directory; IoError too, before anything is read, when it is a
+/// character or block device (/dev/zero, /dev/urandom: no file has an end there) or a regular
+/// file larger than the read limit (set_read_limit), and when a pipe or socket passes the limit.
 std::string read_file(const std::string& path);
+
+/// The most bytes one read_file may return, and why (for its message, e.g. "the memory this
+/// process may use (MemAvailable)"). Unlimited until set; the `lockstep` CLI sets it at start.
+void set_read_limit(std::uint64_t bytes, const std::string& why);
 
 }  // namespace lockstep::io

@@ -67,8 +67,15 @@ TEST_F(TorchOrder, AnExplicitGeneratorIsUsedDirectly) {
   Generator g(11, Generator::Engine::MT19937);
   Generator h = g;
   data::TorchRandomSampler s(9, &g);
-  EXPECT_EQ(s.indices(0), randperm(9, &h).to_vector<std::int64_t>());
-  EXPECT_EQ(s.indices(1), randperm(9, &h).to_vector<std::int64_t>());
+  // Each pass is randperm(9, g), then a second permutation that torch's loop draws and slices
+  // empty (`randperm(n, generator)[:num_samples % n]`, torch/utils/data/sampler.py).
+  const std::vector<std::int64_t> first = randperm(9, &h).to_vector<std::int64_t>();
+  (void)randperm(9, &h);
+  const std::vector<std::int64_t> second = randperm(9, &h).to_vector<std::int64_t>();
+  (void)randperm(9, &h);
+  EXPECT_EQ(s.indices(0), first);
+  EXPECT_EQ(s.indices(1), second);
+  EXPECT_EQ(randperm(9, &g).to_vector<std::int64_t>(), randperm(9, &h).to_vector<std::int64_t>());
 }
 
 TEST(PhiloxOrder, TheKeyedSamplersAreUnchangedByTheTorchOnes) {

@@ -2,7 +2,12 @@
 // 1000x10 random data, 800/200 split, Linear(10,5)-ReLU-Linear(5,2) wrapped in DataParallel over
 // all available devices, CrossEntropyLoss, SGD lr 0.01, batch 32, 10 epochs, validation loss
 // after each epoch.
+//   reference_classifier                  # Lockstep's default generator (Philox)
+//   reference_classifier --torch-seed 0   # PyTorch's generator after torch.manual_seed(0): the
+//                                         # reference program with that line prints the same losses
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "lockstep/lockstep.h"
 
@@ -25,7 +30,21 @@ struct NeuralNetwork : nn::Cloneable<NeuralNetwork> {
   }
 };
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--torch-seed") {
+    char* end = nullptr;
+    const unsigned long long seed = std::strtoull(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || argv[2][0] == '-') {
+      std::fprintf(stderr, "reference_classifier: --torch-seed takes a non-negative integer, got '%s'\n", argv[2]);
+      return 2;
+    }
+    default_generator().set_engine(Generator::Engine::MT19937);
+    manual_seed(seed);
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: reference_classifier [--torch-seed S]\n");
+    return 2;
+  }
+
   // 创建虚拟数据集 (random data)
   Tensor X = randn({1000, 10});
   Tensor y = randint(0, 2, {1000});

@@ -23,6 +23,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c);
 void bind_indexing(nb::class_<Tensor>& c);
 void bind_factories(nb::module_& m, nb::class_<Tensor>& c);
 void bind_nn(nb::module_& m);
+/// Called by bind_nn once Module is bound.
+void bind_layers(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_io(nb::module_& m);
 void bind_data(nb::module_& m);

@@ -1,7 +1,7 @@
 // lockstep.nn.DataParallel: the C++ DataParallel (include/lockstep/parallel/data_parallel.h) —
 // replicate, scatter, run every replica's forward on its device's worker thread, gather —
 // for built-in modules and for modules whose forward is Python: the replicas are clones made
-// through Module.clone (python/lockstep/nn/modules.py, _clone_python_module for a Python module),
+// through Module.clone (python/lockstep/nn/module.py, _clone_python_module for a Python module),
 // and each worker runs its replica's Python forward holding the GIL only between ops (the ops
 // themselves release it where they are long: linear, matmul, conv2d, backward).
 #include <nanobind/nanobind.h>

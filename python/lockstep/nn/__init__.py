@@ -6,15 +6,16 @@ parameters(), train()/eval(), to() and zero_grad() see C++ and Python children a
 """
 from __future__ import annotations
 
-from collections import OrderedDict as _OrderedDict, namedtuple as _namedtuple
-
 from .. import _C
 from ..parameter import Parameter  # noqa: F401
 from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
-from .modules import (  # noqa: F401
-    Module, Linear, ReLU, Tanh, Sigmoid, GELU, Dropout, Flatten, Conv2d, MaxPool2d, AvgPool2d,
+from .module import Module  # noqa: F401
+from .layers import (  # noqa: F401
+    Linear, ReLU, Tanh, Sigmoid, GELU, Dropout, Flatten, Conv2d, MaxPool2d, AvgPool2d,
     AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d, SyncBatchNorm, LayerNorm, Embedding,
-    Sequential, ModuleList, ModuleDict, CrossEntropyLoss, MSELoss, Identity, DataParallel,
+    CrossEntropyLoss, MSELoss, Identity,
 )
+from .containers import Sequential, ModuleList, ModuleDict  # noqa: F401
+from .data_parallel import DataParallel  # noqa: F401

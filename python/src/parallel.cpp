@@ -24,21 +24,25 @@ namespace {
 using namespace nb::literals;
 using parallel::DataParallel;
 
-// torch's device_ids: ints (GPU indices in torch: cuda:i here when GPUs are usable, else the
-// CPU workers cpu:i), strings or devices.
+// One of torch's device arguments: an int (a GPU index in torch: cuda:i here when GPUs are
+// usable, else the CPU worker cpu:i), a string or a device.
+Device device_of(nb::handle h, bool gpus) {
+  if (nb::isinstance<nb::int_>(h)) return Device(gpus ? DeviceType::CUDA : DeviceType::CPU, nb::cast<int>(h));
+  if (nb::isinstance<nb::str>(h)) return Device::parse(nb::cast<std::string>(h));
+  return nb::cast<Device>(h);
+}
+
+bool gpus_usable() {
+  const std::vector<Device> d = parallel::default_devices();
+  return !d.empty() && d[0].is_cuda();
+}
+
+// torch's device_ids: a list of device arguments (empty result: None, the default devices).
 std::vector<Device> devices_of(nb::handle ids) {
   std::vector<Device> out;
   if (ids.is_none()) return out;
-  const bool gpus = !parallel::default_devices().empty() && parallel::default_devices()[0].is_cuda();
-  for (nb::handle h : ids) {
-    if (nb::isinstance<nb::int_>(h)) {
-      out.emplace_back(gpus ? DeviceType::CUDA : DeviceType::CPU, nb::cast<int>(h));
-    } else if (nb::isinstance<nb::str>(h)) {
-      out.push_back(Device::parse(nb::cast<std::string>(h)));
-    } else {
-      out.push_back(nb::cast<Device>(h));
-    }
-  }
+  const bool gpus = gpus_usable();
+  for (nb::handle h : ids) out.push_back(device_of(h, gpus));
   if (out.empty()) throw ValueError("DataParallel: device_ids is empty");
   return out;
 }
@@ -85,7 +89,7 @@ void bind_parallel(nb::module_& m) {
       "sync_bn=False (the numbers of an unsplit batch, as PyTorch's CPU run gives). "
       "deterministic=True gives the same bits for any device count.")
       .def("__init__", [](DataParallel* dp, std::shared_ptr<nn::Module> module, nb::handle device_ids,
-                          std::optional<Device> output_device, int dim, bool sync_bn,
+                          nb::handle output_device, int dim, bool sync_bn,
                           bool deterministic) {
         if (dim != 0) throw ValueError("DataParallel: only dim=0 is supported");
         std::vector<Device> devices = devices_of(device_ids);
@@ -93,7 +97,9 @@ void bind_parallel(nb::module_& m) {
         if (sync_bn && used.size() > 1 && used[0].is_cpu()) nn::convert_sync_batchnorm(module);
         parallel::DataParallelOptions options;
         options.deterministic = deterministic;
-        new (dp) DataParallel(std::move(module), std::move(devices), output_device, options);
+        std::optional<Device> output;
+        if (!output_device.is_none()) output = device_of(output_device, gpus_usable());
+        new (dp) DataParallel(std::move(module), std::move(devices), output, options);
       }, "module"_a, "device_ids"_a = nb::none(), "output_device"_a = nb::none(), "dim"_a = 0,
          "sync_bn"_a = true, "deterministic"_a = false)
       .def_prop_ro("module", &DataParallel::module)

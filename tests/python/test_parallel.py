@@ -184,3 +184,10 @@ def test_forward_with_extra_arguments_and_non_tensor_outputs_are_clear_errors():
 
     with pytest.raises(ValueError, match="one Tensor"):
         nn.DataParallel(Pair(), device_ids=["cpu:0", "cpu:1"])(torch.zeros(2, 3))
+
+
+def test_output_device_takes_torchs_spellings():
+    assert str(nn.DataParallel(Net(), device_ids=[0, 1], output_device=1).output_device) == "cpu:1"
+    assert str(nn.DataParallel(Net(), device_ids=["cpu:0", "cpu:1"], output_device="cpu:1").output_device) == "cpu:1"
+    with pytest.raises(torch.DeviceError, match="tpu"):
+        nn.DataParallel(Net(), output_device="tpu")

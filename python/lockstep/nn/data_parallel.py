@@ -19,11 +19,6 @@ class DataParallel(_C.DataParallel):
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0, *, sync_bn=True,
                  deterministic=False):
-        if isinstance(output_device, int):
-            kind = "cuda" if _C.default_devices()[0].type == "cuda" else "cpu"
-            output_device = _C.device(kind, output_device)
-        elif isinstance(output_device, str):
-            output_device = _C.device(output_device)
         super().__init__(module, device_ids, output_device, dim, sync_bn, deterministic)
 
     def forward(self, *inputs, **kwargs):

@@ -226,7 +226,6 @@ class DataLoader:
             sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
         self.sampler = sampler
         self.batch_sampler = batch_sampler or BatchSampler(sampler, batch_size, drop_last)
-        self.collate_fn = collate_fn
         self._fast = collate_fn is None and isinstance(dataset, TensorDataset)
         self.collate_fn = collate_fn or default_collate
 

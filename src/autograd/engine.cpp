@@ -1,7 +1,8 @@
 // The backward engine: counts each node's dependencies, then runs nodes as they become ready,
 // latest-created first (PyTorch's CPU order), summing the gradients that reach a node from
 // several consumers before running it. AccumulateGrad therefore runs once per leaf per backward,
-// with the final gradient, and fires the leaf's post-accumulate-grad hooks.
+// with the final gradient, and fires the leaf's post-accumulate-grad hooks. Freeing a graph is
+// iterative (~Node).
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -18,6 +19,9 @@ namespace {
 std::atomic<std::uint64_t> g_next_seq{0};
 std::atomic<std::uint64_t> g_backward_epoch{0};
 thread_local bool t_retain_graph = false;
+// Where a Node being destroyed hands the nodes only it held, while an outer ~Node on this thread
+// drains the list (null otherwise).
+thread_local std::vector<std::shared_ptr<Node>>* t_pending_deletes = nullptr;
 
 struct RetainScope {
   bool prev;
@@ -31,6 +35,31 @@ bool retain_graph_requested() { return t_retain_graph; }
 
 Node::Node(bool accumulator)
     : seq_(g_next_seq.fetch_add(1, std::memory_order_relaxed)), accumulator_(accumulator) {}
+
+// torch/csrc/autograd/function.cpp, deleteNode: without this, destroying the head of a chain
+// destroys its edge's node from inside its destructor, and so on down the chain (a stack
+// overflow at a few hundred thousand nodes). An edge shared with another owner is only
+// decremented here.
+Node::~Node() {
+  auto gather = [this](std::vector<std::shared_ptr<Node>>& out) {
+    for (auto& e : next_)
+      if (e.fn && e.fn.use_count() == 1) out.push_back(std::move(e.fn));
+  };
+  if (t_pending_deletes) {  // an outer ~Node on this thread is draining: hand over
+    gather(*t_pending_deletes);
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> pending;
+  gather(pending);
+  if (pending.empty()) return;
+  t_pending_deletes = &pending;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();  // its destructor appends the nodes it alone held
+  }
+  t_pending_deletes = nullptr;
+}
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!GradMode::is_enabled()) return false;

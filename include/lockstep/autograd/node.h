@@ -26,7 +26,12 @@ class Node {
  public:
   /// `accumulator`: true only for AccumulateGrad (a leaf's sink, kept usable after a backward).
   explicit Node(bool accumulator = false);
-  virtual ~Node() = default;
+  /// Frees the graph behind this node without recursing once per node (as torch's deleteNode):
+  /// the edges this node alone holds go to a per-thread work list released in a loop, so a chain
+  /// of a million nodes is freed in constant stack depth.
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   /// grad_output: gradient w.r.t. this node's output. Returns one gradient per input edge
   /// (undefined where not needed).
   virtual std::vector<Tensor> apply(Tensor grad_output) = 0;

@@ -1,12 +1,15 @@
 // The backward engine: counts each node's dependencies, then runs nodes as they become ready,
 // latest-created first (PyTorch's CPU order), summing the gradients that reach a node from
 // several consumers before running it. AccumulateGrad therefore runs once per leaf per backward,
-// with the final gradient, and fires the leaf's post-accumulate-grad hooks. Freeing a graph is
-// iterative (~Node).
+// with the final gradient, and fires the leaf's post-accumulate-grad hooks. Several backward
+// passes may run at once (threads sharing leaves or a retained graph): each keeps its counts and
+// sums apart, and AccumulateGrad serialises the updates of one leaf. Freeing a graph is iterative.
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <queue>
+#include <unordered_map>
 
 #include "lockstep/core/pool.h"
 #include "lockstep/autograd/grad_mode.h"
@@ -22,6 +25,8 @@ thread_local bool t_retain_graph = false;
 // Where a Node being destroyed hands the nodes only it held, while an outer ~Node on this thread
 // drains the list (null otherwise).
 thread_local std::vector<std::shared_ptr<Node>>* t_pending_deletes = nullptr;
+// Guards the creation of a leaf's AccumulateGrad (TensorImpl::grad_accumulator).
+std::mutex g_accumulator_mutex;
 
 struct RetainScope {
   bool prev;
@@ -72,6 +77,7 @@ Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   auto& impl = t.impl();
   if (impl.grad_fn) return {impl.grad_fn};
+  std::lock_guard<std::mutex> lock(g_accumulator_mutex);
   auto acc = impl.grad_accumulator.lock();
   if (!acc) {
     acc = std::allocate_shared<AccumulateGrad>(detail::PoolAllocator<AccumulateGrad>(), t.impl_ptr());
@@ -86,6 +92,7 @@ std::vector<Tensor> AccumulateGrad::apply(Tensor grad) {
   if (grad.shape() != v.shape)
     throw ShapeError("AccumulateGrad: gradient shape " + grad.shape().str() +
                      " does not match parameter shape " + v.shape.str());
+  std::lock_guard<std::mutex> lock(mutex_);  // held over the hooks too, as torch
   {
     NoGradGuard no_grad;
     if (!v.grad && v.grad_destination && grad.impl_ptr() == v.grad_destination) {
@@ -133,25 +140,47 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   NoGradGuard no_grad;  // backward formulas do not build graphs (no higher-order gradients)
   RetainScope retain(retain_graph);
 
-  // 1. dependency counts over the reachable graph (kept in the nodes' scratch fields)
+  // 1. dependency counts over the reachable graph, kept in the nodes' scratch fields for the
+  //    nodes this pass can claim, in `foreign` for those another pass holds right now
   const std::uint64_t epoch = g_backward_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
   std::vector<Node*> seen;
   seen.reserve(32);  // one allocation for graphs of up to 32 nodes instead of growing 1, 2, 4, …
-  seen.push_back(start.fn.get());
-  start.fn->visit_epoch_ = epoch;
-  start.fn->deps_ = 0;
-  start.fn->grad_buffer_ = Tensor();
+  std::unordered_map<Node*, Node::Scratch> foreign;
+  auto first_visit = [&](Node* m) {
+    if (m->owner_epoch_.load(std::memory_order_relaxed) == epoch) return false;
+    if (!foreign.empty() && foreign.count(m)) return false;
+    std::uint64_t free = 0;
+    if (m->owner_epoch_.compare_exchange_strong(free, epoch, std::memory_order_acquire,
+                                                std::memory_order_relaxed))
+      m->scratch_ = {};
+    else
+      foreign.emplace(m, Node::Scratch{});
+    seen.push_back(m);
+    return true;
+  };
+  auto scratch = [&](Node* m) -> Node::Scratch& {
+    if (m->owner_epoch_.load(std::memory_order_relaxed) == epoch) return m->scratch_;
+    return foreign.find(m)->second;
+  };
+  // hands the claimed scratch back (gradients dropped) however the pass ends
+  struct Release {
+    std::vector<Node*>& seen;
+    std::uint64_t epoch;
+    ~Release() {
+      for (Node* n : seen)
+        if (n->owner_epoch_.load(std::memory_order_relaxed) == epoch) {
+          n->scratch_.grad = Tensor();
+          n->owner_epoch_.store(0, std::memory_order_release);
+        }
+    }
+  } release{seen, epoch};
+  first_visit(start.fn.get());
   for (std::size_t i = 0; i < seen.size(); ++i) {
     for (auto& e : seen[i]->next_edges()) {
       Node* m = e.fn.get();
       if (!m) continue;
-      if (m->visit_epoch_ != epoch) {  // first visit in this pass
-        m->visit_epoch_ = epoch;
-        m->deps_ = 0;
-        m->grad_buffer_ = Tensor();
-        seen.push_back(m);
-      }
-      ++m->deps_;
+      first_visit(m);
+      ++scratch(m).deps;
     }
   }
 
@@ -161,36 +190,30 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   std::vector<Node*> heap_storage;
   heap_storage.reserve(seen.size());
   std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp, std::move(heap_storage));
-  start.fn->grad_buffer_ = grad.detach();
+  scratch(start.fn.get()).grad = grad.detach();
   ready.push(start.fn.get());
-  try {
-    while (!ready.empty()) {
-      Node* n = ready.top();
-      ready.pop();
-      Tensor g = std::move(n->grad_buffer_);
-      n->grad_buffer_ = Tensor();
-      std::vector<Tensor> grads;
-      if (g.defined()) {
-        if (n->released())
-          throw AutogradError(
-              "backward(): trying to backward through the graph a second time (node " +
-              n->name() + "); pass retain_graph=true to the first backward");
-        grads = n->apply(std::move(g));
-      }
-      auto& edges = n->next_edges();
-      for (std::size_t i = 0; i < edges.size(); ++i) {
-        Node* next = edges[i].fn.get();
-        if (!next) continue;
-        if (i < grads.size() && grads[i].defined()) {
-          Tensor& buf = next->grad_buffer_;
-          buf = buf.defined() ? add(buf, grads[i]) : std::move(grads[i]);
-        }
-        if (--next->deps_ == 0) ready.push(next);
-      }
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    Tensor g = std::move(scratch(n).grad);
+    scratch(n).grad = Tensor();
+    std::vector<Tensor> grads;
+    if (g.defined()) {
+      if (n->released())
+        throw AutogradError(
+            "backward(): trying to backward through the graph a second time (node " + n->name() +
+            "); pass retain_graph=true to the first backward");
+      grads = n->apply(std::move(g));
     }
-  } catch (...) {
-    for (Node* n : seen) n->grad_buffer_ = Tensor();
-    throw;
+    auto& edges = n->next_edges();
+    for (std::size_t i = 0; i < edges.size(); ++i) {
+      Node* next = edges[i].fn.get();
+      if (!next) continue;
+      Node::Scratch& s = scratch(next);
+      if (i < grads.size() && grads[i].defined())
+        s.grad = s.grad.defined() ? add(s.grad, grads[i]) : std::move(grads[i]);
+      if (--s.deps == 0) ready.push(next);
+    }
   }
   if (!retain_graph)
     for (Node* n : seen)

@@ -3,8 +3,10 @@
 // produced the inputs (or to AccumulateGrad for leaves). Define-by-run, as torch.autograd.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,10 +59,15 @@ class Node {
 
  private:
   friend void run_backward(const Tensor&, const Tensor&, bool);
-  // engine scratch, valid during one backward pass over a graph containing this node
-  int deps_ = 0;
-  std::uint64_t visit_epoch_ = 0;
-  Tensor grad_buffer_;
+  // Engine scratch for the one backward pass that holds it: owner_epoch_ names that pass (0:
+  // none). A pass reaching a node another pass holds (backward from several threads through a
+  // shared leaf or a retained graph) keeps that node's scratch in a table of its own instead.
+  struct Scratch {
+    int deps = 0;
+    Tensor grad;  // the sum of the gradients that reached the node so far
+  };
+  std::atomic<std::uint64_t> owner_epoch_{0};
+  Scratch scratch_;
 
  private:
   std::uint64_t seq_;
@@ -69,7 +76,11 @@ class Node {
 };
 
 /// Sink for a leaf tensor requiring grad: adds the incoming gradient into the leaf's .grad, then
-/// runs the leaf's post-accumulate-grad hooks (the gradient is final at that point).
+/// runs the leaf's post-accumulate-grad hooks (the gradient is final at that point). A leaf has
+/// one AccumulateGrad at a time (gradient_edge), and apply() holds its mutex over the
+/// accumulation and the hooks, as torch's AccumulateGrad: backward from several threads into one
+/// leaf loses no update, and each hook sees the .grad its own accumulation made. Hooks therefore
+/// run one at a time per leaf and must not start a backward that reaches the same leaf.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable)
@@ -79,6 +90,7 @@ class AccumulateGrad : public Node {
 
  private:
   std::shared_ptr<TensorImpl> variable_;
+  std::mutex mutex_;
 };
 
 /// A node whose backward is a callable; `Fn` captures the saved tensors and is dropped on release.
@@ -99,7 +111,8 @@ class FunctionNode : public Node {
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 
 /// The edge a gradient for `t` should flow into: its grad_fn, its AccumulateGrad for a leaf that
-/// requires grad, or a null edge.
+/// requires grad (created on first use, under a lock: threads recording ops on one leaf share it),
+/// or a null edge.
 Edge gradient_edge(const Tensor& t);
 
 /// Records `fn` (a callable Tensor -> std::vector<Tensor>) as the grad_fn of `output`, with one

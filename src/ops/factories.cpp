@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <numbers>
+#include <sstream>
 #include <string>
 
 #include "lockstep/autograd/grad_mode.h"
@@ -46,8 +47,31 @@ Tensor via_host(TensorOptions opts, F make) {
 Tensor arange(double start, double end, double step, TensorOptions opts) {
   if (!opts.device_.is_cpu())
     return via_host(opts, [&](TensorOptions o) { return arange(start, end, step, o); });
+  // torch: "unsupported range: 0 -> nan" for a start or end that is NaN or infinite (a NaN end
+  // gave an empty tensor, an infinite one "negative dimension [-9223372036854775808]").
+  auto check_finite = [&](double v, const char* name) {
+    if (std::isfinite(v)) return;
+    std::ostringstream msg;
+    msg << "arange: unsupported range: " << start << " -> " << end << " (" << name << " is " << v
+        << ")";
+    throw ValueError(msg.str());
+  };
+  check_finite(start, "start");
+  check_finite(end, "end");
+  if (!std::isfinite(step)) {
+    std::ostringstream msg;
+    msg << "arange: step must be finite, got " << step << " (range " << start << " -> " << end
+        << ")";
+    throw ValueError(msg.str());
+  }
   if (step == 0) throw ValueError("arange: step must be non-zero");
   double n = std::ceil((end - start) / step);
+  if (!(n < 9.2e18)) {  // also an infinite quotient
+    std::ostringstream msg;
+    msg << "arange: the range " << start << " -> " << end << " in steps of " << step
+        << " has more elements than a tensor can hold";
+    throw ValueError(msg.str());
+  }
   std::int64_t count = n > 0 ? static_cast<std::int64_t>(n) : 0;
   Tensor t = Tensor::empty({count}, opts.requires_grad(false));
   for (std::int64_t i = 0; i < count; ++i) {

@@ -159,11 +159,18 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::ostringstream os;
   os << "tensor(";
-  auto v = to_vector<double>();
-  if (v.size() <= 64) {
-    os << '[';
-    for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-    os << "], ";
+  if (numel() <= 64) {
+    // int64 elements as integers, every digit (a double holds only 53 bits: 2^62 + 1 printed as
+    // 4.61169e+18); float elements in the stream's default format
+    auto print = [&](const auto& v) {
+      os << '[';
+      for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+      os << "], ";
+    };
+    if (dtype() == kInt64)
+      print(to_vector<std::int64_t>());
+    else
+      print(to_vector<double>());
   }
   os << "shape=" << shape().str() << ", dtype=" << to_string(dtype())
      << ", device=" << device().str() << ")";

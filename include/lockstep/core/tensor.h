@@ -206,7 +206,8 @@ class Tensor {
   Tensor argmax(int dim, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
 
-  /// "tensor([[1, 2], ...], dtype=float32, device=cpu:0)" for small tensors.
+  /// "tensor([[1, 2], ...], dtype=float32, device=cpu:0)" for small tensors; int64 elements with
+  /// every digit.
   std::string str() const;
 
   TensorImpl& impl() const {
@@ -236,7 +237,8 @@ Tensor full(const Shape& shape, double value, TensorOptions opts = {});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 /// [start, end) in steps of `step` (torch.arange); int64 unless opts says otherwise. Throws
-/// ValueError for step == 0.
+/// ValueError for step == 0, for a start, end or step that is NaN or infinite (naming it; torch:
+/// "unsupported range: 0 -> nan") and for a range of more elements than int64 counts.
 Tensor arange(double start, double end, double step = 1, TensorOptions opts = kInt64);
 Tensor arange(std::int64_t end, TensorOptions opts = kInt64);
 /// Standard normal samples; float dtypes only. The random factories draw from `gen` or the

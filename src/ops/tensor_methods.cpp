@@ -68,8 +68,13 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
           shape().str());
     g = ones(shape(), options());
   } else if (g.shape() != shape()) {
-    throw ShapeError("backward(): gradient shape " + g.shape().str() +
-                     " does not match output shape " + shape().str());
+    throw ShapeError("backward(): mismatch in shape: the gradient has a shape of " +
+                     g.shape().str() + " and the output has a shape of " + shape().str());
+  } else if (g.dtype() != dtype()) {  // torch: "Mismatch in dtype" (the leaf's .grad would
+                                      // take the gradient's dtype)
+    throw DTypeError("backward(): mismatch in dtype: the gradient has dtype " +
+                     to_string(g.dtype()) + " and the output (shape " + shape().str() +
+                     ") has dtype " + to_string(dtype()));
   } else if (g.device() != device() && (g.device().is_cuda() || device().is_cuda())) {
     throw DeviceError("backward(): gradient on " + g.device().str() + " for an output on " +
                       device().str());

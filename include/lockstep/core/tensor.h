@@ -155,8 +155,9 @@ class Tensor {
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
   bool is_leaf() const { return impl().grad_fn == nullptr; }
   /// Backpropagates from this tensor. Without `gradient` the tensor must hold one element
-  /// (AutogradError otherwise, naming the shape). `retain_graph` keeps saved tensors so the graph
-  /// can be traversed again.
+  /// (AutogradError otherwise, naming the shape). A given `gradient` must have this tensor's shape
+  /// and dtype (ShapeError / DTypeError naming both, as torch's "Mismatch in shape/dtype").
+  /// `retain_graph` keeps saved tensors so the graph can be traversed again.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   /// Registers a hook run when this leaf's gradient is final within a backward pass; returns an
   /// id for remove_post_accumulate_grad_hook. Throws AutogradError on a non-leaf.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <thread>
 #include <unordered_map>
 
 #include "lockstep/core/pool.h"
@@ -25,8 +26,16 @@ thread_local bool t_retain_graph = false;
 // Where a Node being destroyed hands the nodes only it held, while an outer ~Node on this thread
 // drains the list (null otherwise).
 thread_local std::vector<std::shared_ptr<Node>>* t_pending_deletes = nullptr;
-// Guards the creation of a leaf's AccumulateGrad (TensorImpl::grad_accumulator).
-std::mutex g_accumulator_mutex;
+// Guards TensorImpl::grad_accumulator (read, and created on a leaf's first use): held for a few
+// instructions, never around other code, so a spin lock (its release is a plain store: cheaper
+// than a mutex's on every op that takes a parameter).
+std::atomic_flag g_accumulator_lock = ATOMIC_FLAG_INIT;
+struct AccumulatorLock {
+  AccumulatorLock() {
+    while (g_accumulator_lock.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  ~AccumulatorLock() { g_accumulator_lock.clear(std::memory_order_release); }
+};
 
 struct RetainScope {
   bool prev;
@@ -77,7 +86,7 @@ Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   auto& impl = t.impl();
   if (impl.grad_fn) return {impl.grad_fn};
-  std::lock_guard<std::mutex> lock(g_accumulator_mutex);
+  AccumulatorLock lock;
   auto acc = impl.grad_accumulator.lock();
   if (!acc) {
     acc = std::allocate_shared<AccumulateGrad>(detail::PoolAllocator<AccumulateGrad>(), t.impl_ptr());

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""The docs checkers fail on broken input (ctest docs.checkers_fail; standard library only).
+
+Each case builds a small tree or program in a temporary folder, runs the checker as CI does and
+asserts its exit status and the line naming the problem; the same tree fixed must pass, so a
+checker that always fails is caught too.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+
+
+def run(script, *args):
+    out = subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *args],
+                         capture_output=True, text=True, timeout=60)
+    return out.returncode, out.stdout + out.stderr
+
+
+def write(root, rel, text):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(text))
+    return path
+
+
+class CheckPaths(unittest.TestCase):
+    def tree(self, tmp):
+        write(tmp, "src/ops/tree_sum.h", "// Sums (tests/ops/tree_sum_test.cpp checks them).\n")
+        write(tmp, "tests/ops/tree_sum_test.cpp", "// src/ops/tree_sum.h:1 against sums\n")
+        write(tmp, "docs/design.md", "See `src/ops/tree_sum.h` and `tests/ops/`.\n")
+
+    def test_good_tree_passes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.tree(tmp)
+            rc, out = run("check_paths.py", "--root", tmp)
+            self.assertEqual(rc, 0, out)
+
+    def test_missing_file_in_a_comment_fails(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.tree(tmp)
+            write(tmp, "src/ops/sum.cpp", 'int x;  // see src/ops/gone.h\nconst char* s = "src/x.h";\n')
+            rc, out = run("check_paths.py", "--root", tmp)
+            self.assertEqual(rc, 1, out)
+            self.assertIn("src/ops/sum.cpp:1: missing src/ops/gone.h", out)
+            self.assertNotIn("src/x.h", out)  # a string literal is not a comment
+
+    def test_missing_file_in_a_doc_fails(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.tree(tmp)
+            write(tmp, "docs/cuda.md", "line\nThe step is in `src/parallel/data_parallel_step.cpp`.\n")
+            rc, out = run("check_paths.py", "--root", tmp)
+            self.assertEqual(rc, 1, out)
+            self.assertIn("docs/cuda.md:2: missing src/parallel/data_parallel_step.cpp", out)
+
+    def test_bare_name_and_line_past_the_end_fail(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.tree(tmp)
+            write(tmp, "src/parallel/data_parallel.cpp",
+                  "// The paths are in data_parallel_step.cpp.\n// src/ops/tree_sum.h:40\n")
+            rc, out = run("check_paths.py", "--root", tmp)
+            self.assertEqual(rc, 1, out)
+            self.assertIn("src/parallel/data_parallel.cpp:1: missing data_parallel_step.cpp", out)
+            self.assertIn("src/ops/tree_sum.h:40 is past the end", out)
+
+    def test_other_projects_paths_are_skipped(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.tree(tmp)
+            write(tmp, "src/ops/conv.cpp",
+                  "// BVLC/caffe:src/caffe/layers/base_conv_layer.cpp and\n"
+                  "// https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/x.cpp\n"
+                  "// nanoGPT's model.py, <cblas.h>\n")
+            rc, out = run("check_paths.py", "--root", tmp)
+            self.assertEqual(rc, 0, out)
+            write(tmp, "src/ops/conv.cpp", "// BVLC/caffe src/caffe/layers/base_conv_layer.cpp\n")
+            rc, out = run("check_paths.py", "--root", tmp)
+            self.assertEqual(rc, 1, out)
+            self.assertIn("missing src/caffe/layers/base_conv_layer.cpp", out)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -84,5 +84,38 @@ class CheckPaths(unittest.TestCase):
             self.assertIn("missing src/caffe/layers/base_conv_layer.cpp", out)
 
 
+class SizeReport(unittest.TestCase):
+    def tree(self, tmp, files):
+        for k in range(files):
+            write(tmp, f"src/w{k}.cpp", f"""\
+                #include "w.h"
+                namespace lockstep::parallel {{
+                void Widget::f{k}(int a) {{
+                  if (a) {{ return; }}  // a brace in a comment {{
+                }}
+                Widget::Widget(int a)
+                    : a_{{a}}, b_(a) {{
+                  const char* s = "}}";
+                }}
+                }}  // namespace lockstep::parallel
+                """)
+        write(tmp, "src/w.h", "struct Widget {\n  int a_, b_;\n};\n")
+
+    def test_two_files_pass_and_three_fail(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.tree(tmp, 2)
+            rc, out = run("size_report.py", "--root", tmp, "--check", "src")
+            self.assertEqual(rc, 0, out)
+            # f: 3 lines, the constructor 4 (its initializer list's a_{a} is not its body).
+            self.assertRegex(out, r"\n\s+14\s+2\s+3  Widget: w0.cpp \(7\), w1.cpp \(7\)")
+            self.tree(tmp, 3)
+            rc, out = run("size_report.py", "--root", tmp, "--check", "src")
+            self.assertEqual(rc, 1, out)
+            self.assertIn("3 files  Widget:", out)
+            rc, out = run("size_report.py", "--root", tmp, "--check", "--allow", "Widget", "src")
+            self.assertEqual(rc, 0, out)
+            self.assertIn("Widget (allowed)", out)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

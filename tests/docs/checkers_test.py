@@ -31,57 +31,117 @@ def write(root, rel, text):
 
 
 class CheckPaths(unittest.TestCase):
-    def tree(self, tmp):
-        write(tmp, "src/ops/tree_sum.h", "// Sums (tests/ops/tree_sum_test.cpp checks them).\n")
-        write(tmp, "tests/ops/tree_sum_test.cpp", "// src/ops/tree_sum.h:1 against sums\n")
-        write(tmp, "docs/design.md", "See `src/ops/tree_sum.h` and `tests/ops/`.\n")
+    def check(self, files):
+        """check_paths.py's (exit status, output) on a small good tree plus files {rel: text}."""
+        with tempfile.TemporaryDirectory() as tmp:
+            write(tmp, "src/ops/tree_sum.h", "// Sums (tests/ops/tree_sum_test.cpp checks them).\n")
+            write(tmp, "tests/ops/tree_sum_test.cpp", "// src/ops/tree_sum.h:1 against sums\n")
+            write(tmp, "docs/design.md", "See `src/ops/tree_sum.h` and `tests/ops/`.\n")
+            for rel, text in files.items():
+                write(tmp, rel, text)
+            return run("check_paths.py", "--root", tmp)
 
     def test_good_tree_passes(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            self.tree(tmp)
-            rc, out = run("check_paths.py", "--root", tmp)
-            self.assertEqual(rc, 0, out)
+        rc, out = self.check({})
+        self.assertEqual(rc, 0, out)
 
     def test_missing_file_in_a_comment_fails(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            self.tree(tmp)
-            write(tmp, "src/ops/sum.cpp", 'int x;  // see src/ops/gone.h\nconst char* s = "src/x.h";\n')
-            rc, out = run("check_paths.py", "--root", tmp)
-            self.assertEqual(rc, 1, out)
-            self.assertIn("src/ops/sum.cpp:1: missing src/ops/gone.h", out)
-            self.assertNotIn("src/x.h", out)  # a string literal is not a comment
+        rc, out = self.check(
+            {"src/ops/sum.cpp": 'int x;  // see src/ops/gone.h\nconst char* s = "src/x.h";\n'})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("src/ops/sum.cpp:1: missing src/ops/gone.h", out)
+        self.assertNotIn("src/x.h", out)  # a string literal is not a comment
 
     def test_missing_file_in_a_doc_fails(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            self.tree(tmp)
-            write(tmp, "docs/cuda.md", "line\nThe step is in `src/parallel/data_parallel_step.cpp`.\n")
-            rc, out = run("check_paths.py", "--root", tmp)
-            self.assertEqual(rc, 1, out)
-            self.assertIn("docs/cuda.md:2: missing src/parallel/data_parallel_step.cpp", out)
+        rc, out = self.check(
+            {"docs/cuda.md": "line\nThe step is in `src/parallel/data_parallel_step.cpp`.\n"})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("docs/cuda.md:2: missing src/parallel/data_parallel_step.cpp", out)
+
+    def test_broken_markdown_link_fails(self):
+        rc, out = self.check({"docs/cli.md": "See [the design](docs/design.md).\n"})
+        self.assertEqual(rc, 1, out)  # a link resolves from the page's folder, docs/
+        self.assertIn("docs/cli.md:1: missing docs/design.md (a link, relative to docs/)", out)
+        rc, out = self.check({"docs/cli.md": "See [the design](design.md#layers).\n"})
+        self.assertEqual(rc, 0, out)
 
     def test_bare_name_and_line_past_the_end_fail(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            self.tree(tmp)
-            write(tmp, "src/parallel/data_parallel.cpp",
-                  "// The paths are in data_parallel_step.cpp.\n// src/ops/tree_sum.h:40\n")
-            rc, out = run("check_paths.py", "--root", tmp)
-            self.assertEqual(rc, 1, out)
-            self.assertIn("src/parallel/data_parallel.cpp:1: missing data_parallel_step.cpp", out)
-            self.assertIn("src/ops/tree_sum.h:40 is past the end", out)
+        rc, out = self.check({"src/parallel/data_parallel.cpp":
+                              "// The paths are in data_parallel_step.cpp.\n"
+                              "// src/ops/tree_sum.h:40\n"})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("src/parallel/data_parallel.cpp:1: missing data_parallel_step.cpp", out)
+        self.assertIn("src/ops/tree_sum.h:40 is past the end", out)
 
     def test_other_projects_paths_are_skipped(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            self.tree(tmp)
-            write(tmp, "src/ops/conv.cpp",
-                  "// BVLC/caffe:src/caffe/layers/base_conv_layer.cpp and\n"
-                  "// https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/x.cpp\n"
-                  "// nanoGPT's model.py, <cblas.h>\n")
-            rc, out = run("check_paths.py", "--root", tmp)
-            self.assertEqual(rc, 0, out)
-            write(tmp, "src/ops/conv.cpp", "// BVLC/caffe src/caffe/layers/base_conv_layer.cpp\n")
-            rc, out = run("check_paths.py", "--root", tmp)
-            self.assertEqual(rc, 1, out)
-            self.assertIn("missing src/caffe/layers/base_conv_layer.cpp", out)
+        rc, out = self.check({"src/ops/conv.cpp":
+                              "// BVLC/caffe:src/caffe/layers/base_conv_layer.cpp and\n"
+                              "// https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/x.cpp\n"
+                              "// nanoGPT's model.py, <cblas.h>\n"})
+        self.assertEqual(rc, 0, out)
+        rc, out = self.check(
+            {"src/ops/conv.cpp": "// BVLC/caffe src/caffe/layers/base_conv_layer.cpp\n"})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("missing src/caffe/layers/base_conv_layer.cpp", out)
+
+
+FAKE_CLI = '''#!{python}
+import sys
+HELP = {{
+    (): "Lockstep\\nUsage: lockstep [OPTIONS] SUBCOMMAND\\n\\nOPTIONS:\\n"
+        "  -h,     --help   Print this help\\n        --version   Version\\n\\n"
+        "SUBCOMMANDS:\\n  train   Train\\n  eval    Evaluate\\n",
+    ("train",): "Train\\nUsage: lockstep train [OPTIONS]\\n\\nOPTIONS:\\n"
+        "  -h,     --help   Print this help\\n        --epochs INT   Epochs\\n"
+        "        --zero   ZeRO-1\\n",
+    ("eval",): "Evaluate\\nUsage: lockstep eval [OPTIONS]\\n\\nOPTIONS:\\n"
+        "  -h,     --help   Print this help\\n        --weights TEXT   Weights\\n",
+}}
+print(HELP[tuple(a for a in sys.argv[1:] if a != "--help")])
+'''
+
+GOOD_DOC = """# CLI
+`lockstep --version`, `--help`.
+## lockstep train
+`--help`, `--epochs N`, `--zero`.
+## lockstep eval
+`--help`, `--weights FILE`.
+"""
+
+
+class CheckCliDocs(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.cli = write(self.tmp.name, "lockstep", FAKE_CLI.format(python=sys.executable))
+        os.chmod(self.cli, 0o755)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_every_flag_named_passes(self):
+        doc = write(self.tmp.name, "cli.md", GOOD_DOC)
+        rc, out = run("check_cli_docs.py", self.cli, "--doc", doc)
+        self.assertEqual(rc, 0, out)
+
+    def test_a_missing_flag_fails(self):
+        doc = write(self.tmp.name, "cli.md", GOOD_DOC.replace("`--zero`", "ZeRO"))
+        rc, out = run("check_cli_docs.py", self.cli, "--doc", doc)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("lockstep train --zero: not in a section headed 'lockstep train'", out)
+
+    def test_a_flag_named_only_under_another_command_fails(self):
+        doc = write(self.tmp.name, "cli.md",
+                    GOOD_DOC.replace("`--help`, `--weights FILE`.", "`--help`.")
+                    .replace("`--zero`.", "`--zero`, `--weights`."))
+        rc, out = run("check_cli_docs.py", self.cli, "--doc", doc)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("lockstep eval --weights", out)
+
+    def test_a_command_without_a_section_fails(self):
+        doc = write(self.tmp.name, "cli.md", GOOD_DOC.split("## lockstep eval")[0])
+        rc, out = run("check_cli_docs.py", self.cli, "--doc", doc)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("lockstep eval: no section headed", out)
 
 
 class SizeReport(unittest.TestCase):

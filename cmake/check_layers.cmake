@@ -10,7 +10,7 @@
 # LOCKSTEP_LAYER_<name>_BELOW (every layer it depends on, directly or not).
 #
 # Scans src/ and include/ of ROOT (.h .hpp .cpp .cu .cuh). An include is resolved as the compiler
-# does: "X" beside the including file, then include/X, then src/X; <X> in include/ and src/ only;
+# does: "x" beside the including file, then include/x, then src/x; <x> in include/ and src/ only;
 # a name found in none of them (system and third-party headers) is not the library's. It fails,
 # printing file:line, the include and the rule it breaks, when an include reaches
 #   - a layer that is not the file's own or below it;

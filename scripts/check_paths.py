@@ -19,8 +19,9 @@ What is checked (Python's standard library only, no build needed):
     must reach a file from the page's own folder.
   - not checked: another project's path written with its repository, `owner/repo:path`
     (`pytorch/pytorch:torch/nn/parallel/data_parallel.py`, `karpathy/nanoGPT:model.py`), or as a
-    URL; paths with wildcards or placeholders (`tests/data/*.json`, `epoch-0003.safetensors`
-    under a directory not named); names of files a command writes (add them to WRITTEN below).
+    URL; paths with wildcards or placeholders (`tests/data/*.json`, `include/NAME`,
+    `include/x`); names of files a build or command writes (WRITTEN below); this script's own
+    examples.
 
 Output: one line per missing path, `FILE:LINE: missing PATH` (or `...: PATH has N lines`), then
 a count; exit status 0 when nothing is missing, 1 otherwise, 2 on a usage error.
@@ -56,6 +57,7 @@ EXTERNAL = {
     "DistributionKernels.cpp": "pytorch/pytorch", "AvgPoolKernel.cpp": "pytorch/pytorch",
     "DilatedMaxPool2d.cu": "pytorch/pytorch", "ConvolutionMM2d.cpp": "pytorch/pytorch",
     "avx_mathfun.h": "pytorch/pytorch",
+    "transformer.h": "karpathy/nanoGPT",  # the module attribute self.transformer.h, not a file
 }
 
 # A rooted path: a top-level folder, then path characters; not preceded by a path character, a
@@ -70,7 +72,8 @@ BARE = re.compile(
 # A Markdown link to a file of this repository, relative to the page: [text](../src/x.h#L3).
 MD_LINK = re.compile(r"\]\(([^()\s#]+)(?:#[^()\s]*)?\)")
 PLACEHOLDER = re.compile(r"[*{}<>]|\.\.\.|…|XXXX")
-UPPER_NAME = re.compile(r"/[A-Z][A-Z_]*$")  # include/NAME, DIR: a placeholder, not a path
+# A placeholder, not a path: include/NAME, DIR, or one letter (include/x).
+UPPER_NAME = re.compile(r"/(?:[A-Z][A-Z_]*|[a-z])$")
 
 
 def source_files(root: str):
@@ -283,7 +286,9 @@ def main(argv):
         print(f"check_paths: --root {args.root}: not a directory", file=sys.stderr)
         return 2
     tree = Tree(root)
-    files = args.files or source_files(root)
+    # This script's own examples of paths are not checked (they illustrate the format).
+    files = args.files or [f for f in source_files(root)
+                           if f != os.path.join("scripts", "check_paths.py")]
     problems = []
     for rel in files:
         if not os.path.isfile(os.path.join(root, rel)):

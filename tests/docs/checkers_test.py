@@ -77,7 +77,8 @@ class CheckPaths(unittest.TestCase):
         rc, out = self.check({"src/ops/conv.cpp":
                               "// BVLC/caffe:src/caffe/layers/base_conv_layer.cpp and\n"
                               "// https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/x.cpp\n"
-                              "// nanoGPT's model.py, <cblas.h>\n"})
+                              "// nanoGPT's model.py, <cblas.h>\n"
+                              "// placeholders: include/NAME, then src/x\n"})
         self.assertEqual(rc, 0, out)
         rc, out = self.check(
             {"src/ops/conv.cpp": "// BVLC/caffe src/caffe/layers/base_conv_layer.cpp\n"})

@@ -67,7 +67,7 @@ void add_model_flags(CLI::App& app, ModelOptions& m) {
                  "MLP widths mlp:IN,H1,...,OUT (IN must be the data's feature count and OUT its "
                  "class count, max label + 1; mlp:IN,OUT is one Linear layer); or layers in "
                  "PyTorch's spelling, e.g. \"Conv2d(1,16,3,padding=1) BatchNorm2d(16) ReLU "
-                 "MaxPool2d(2) Flatten Linear(3136,10)\" (the README's grammar); @FILE reads "
+                 "MaxPool2d(2) Flatten Linear(3136,10)\" (docs/cli.md's grammar); @FILE reads "
                  "them from a file; cnn is the main job's CNN for 28x28 images; resnet20 is "
                  "ResNet-20 (He et "
                  "al. 2016's CIFAR ResNet with torchvision's names, nn::resnet20) for images of "

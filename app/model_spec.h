@@ -98,7 +98,7 @@ void shape_for_model(const ModelSpec& spec, LoadedData& data);
 /// 271,392 + 144 · in_channels + 65 · num_classes (272,186 for 1 channel and 10 classes).
 long double resnet20_parameters(long double in_channels, long double num_classes);
 
-/// The classes of the `resnet20` preset (fc = Linear(64, 10), as the README's PyTorch class).
+/// The classes of the `resnet20` preset (fc = Linear(64, 10), as the PyTorch class in docs/cli.md).
 inline constexpr std::int64_t kResnet20Classes = 10;
 
 /// The model `spec` names for `data` (already shaped by shape_for_model), checked first as

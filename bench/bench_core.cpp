@@ -24,7 +24,7 @@
 #include "lockstep/core/parallel.h"
 #include "workloads.h"
 
-// OpenBLAS's own query functions (declared here so no cblas.h include path is needed; the
+// OpenBLAS's own query functions (declared here so no <cblas.h> include path is needed; the
 // library is already linked through lockstep).
 extern "C" int openblas_get_num_threads(void);
 extern "C" char* openblas_get_config(void);

@@ -64,7 +64,7 @@ seed_safetensors() {  # a 2-tensor file with metadata (header padded with spaces
   { printf "$(le64 ${#header})"; printf %s "$header"; printf '\x00\x00\x80\x3f\x00\x00\x00\x40\x07\x00\x00\x00\x00\x00\x00\x00'; } > "$d/two-tensors"
   printf "$(le64 2){}" > "$d/empty"
 }
-seed_layers() {  # model files in the README's grammar, with comments, pairs and keywords
+seed_layers() {  # model files in docs/cli.md's layer grammar, with comments, pairs and keywords
   local d=$1
   printf "# the main job's CNN on 1x6x6\nConv2d(1,16,3,padding=1) BatchNorm2d(16) ReLU MaxPool2d(2)\nFlatten Linear(144,10)\n" > "$d/cnn"
   printf 'Linear(8, 4)\nBatchNorm1d(4, momentum=None)\nTanh\nDropout(0.5)\nLinear(4, 2, bias=false)\n' > "$d/mlp"

@@ -186,7 +186,7 @@ fi
 
 # ---- NCCL: CMake needs it (LOCKSTEP_CUDA=ON); the CUDA toolkit alone does not ship it ----------
 # Where neither the toolkit nor the system has libnccl.so, use PyTorch's (pip package nvidia-nccl-*:
-# nvidia/nccl/lib/libnccl.so.2 and include/nccl.h).
+# nvidia/nccl/lib/libnccl.so.2 and nvidia/nccl/include/nccl.h).
 CUDA_ROOT="$(dirname "$(dirname "${CUDACXX:-/usr/local/cuda/bin/nvcc}")")"
 have_nccl() {
   local d

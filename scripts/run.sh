@@ -37,7 +37,7 @@ cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$
 cmake --build "$BUILD_DIR" --target lockstep >&2
 
 # The job's flags first, the caller's after them: a flag given again takes the caller's value.
-# The CNN (`--model cnn`, README "Layer lists"): Conv2d(1,16,3,padding=1) BatchNorm2d(16) ReLU
+# The CNN (`--model cnn`, docs/cli.md "lockstep train: models and weights"): Conv2d(1,16,3,padding=1) BatchNorm2d(16) ReLU
 # MaxPool2d(2) Conv2d(16,32,3,padding=1) BatchNorm2d(32) ReLU MaxPool2d(2) Flatten
 # Linear(1568,128) ReLU Linear(128,10).
 # BatchNorm: no flag needed. With more than one device (or rank) `lockstep train` turns the

@@ -1,7 +1,7 @@
 """lockstep.distributed: the process-group queries torch.distributed answers before a group
 exists. Multi-process training from Python (init_process_group, DistributedDataParallel under
 mpirun) is not bound yet: init_process_group raises RuntimeError saying so; the C++ library and
-the CLI (`mpirun -np N lockstep train ...`) have it (README, "Many processes")."""
+the CLI (`mpirun -np N lockstep train ...`) have it (docs/distributed.md)."""
 
 _NOT_INITIALIZED = ("Default process group has not been initialized, please make sure to call "
                     "init_process_group.")

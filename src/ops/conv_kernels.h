@@ -1,8 +1,9 @@
 // Kernels of conv2d (lockstep/ops/conv.h): the two families of src/ops/kernels.h and oneDNN's:
 //   ref::  plain loops over the definition, the oracle (src/ops/reference/conv.cpp)
 //   cpu::  im2col + GEMM per sample and group (Caffe's and PyTorch's slow_conv2d structure:
-//          BVLC/caffe src/caffe/layers/base_conv_layer.cpp, aten/src/ATen/native/
-//          ConvolutionMM2d.cpp) through kernels::cpu::gemm (src/ops/cpu/conv.cpp)
+//          BVLC/caffe:src/caffe/layers/base_conv_layer.cpp,
+//          pytorch/pytorch:aten/src/ATen/native/ConvolutionMM2d.cpp) through kernels::cpu::gemm
+//          (src/ops/cpu/conv.cpp)
 //   dnnl:: oneDNN 2.6's convolution primitives in its blocked layouts, float32 only (oneDNN has
 //          no float64 convolution), when built with LOCKSTEP_HAS_DNNL (src/ops/cpu/conv_dnnl.cpp)
 // dispatch:: picks one by the thread's KernelMode: Reference → ref::; Fast → dnnl:: for float32

@@ -2,7 +2,7 @@
 // and ReducePlan) from shapes: NumPy/PyTorch broadcasting of a binary op, a reduction to a
 // broadcast-compatible shape (sum_to, sum along a dimension), a slice along a dimension (narrow,
 // cat, their backward) and the 2-d transpose. Plain C++, tested without a GPU
-// (tests/ops/strided_plan_test.cpp walks the plans on the host against the CPU kernels).
+// (tests/ops/device_ops_test.cpp, StridedPlan.*, walks the plans on the host against the CPU kernels).
 #pragma once
 
 #include <cstdint>

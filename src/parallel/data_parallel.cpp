@@ -1,5 +1,5 @@
 // DataParallel: construction, replicas and workers, and the nn::Module interface. The training
-// paths are in data_parallel_step.cpp.
+// paths are in data_parallel_{forward,reducer,deterministic,one_device}.cpp.
 #include "lockstep/parallel/data_parallel.h"
 
 #include <set>

@@ -3,7 +3,7 @@
 // BatchNorm does not; with --deterministic (SyncBatchNorm automatic) 1, 2 and 3 devices save the
 // same bytes; --deterministic with --no-sync-bn exits 2 naming the layer; the header line names
 // the mode; a checkpoint records the flag. resnet20 trains one step on tiny 28x28 data, saves
-// torchvision's names and evaluates; its --save file loads strictly into the README's PyTorch
+// torchvision's names and evaluates; its --save file loads strictly into docs/cli.md's PyTorch
 // class (skipped without PyTorch), which also computes the same evaluation loss, and a file that
 // PyTorch wrote is accepted by --init.
 #include <algorithm>
@@ -194,7 +194,7 @@ TEST(CliResnet20, RefusesDataItDoesNotFit) {
 }
 
 TEST(CliResnet20PyTorch, SavedFilesLoadStrictlyIntoTheReadmeResNet20) {
-  // The README's PyTorch class (the same text) loads ours strictly, also after PyTorch's
+  // docs/cli.md's PyTorch class (the same text) loads ours strictly, also after PyTorch's
   // convert_sync_batchnorm, and computes the evaluation loss `lockstep eval` prints; a file it
   // writes is accepted by --init. Python: $LOCKSTEP_TORCH_PYTHON, else /usr/bin/python3; skipped
   // without PyTorch.

@@ -462,7 +462,7 @@ TEST(StridedPlan, SliceAndTransposeItersEqualNarrowCatAndT) {
 // ----------------------------------------------------------------
 
 TEST(DevicePhilox, KnownAnswerVectors) {
-  // Random123 tests/kat_vectors (DEShawResearch/random123), the three "philox4x32 10" lines:
+  // Random123's DEShawResearch/random123:tests/kat_vectors, the three "philox4x32 10" lines:
   // counter[4] key[2] -> result[4].
   struct Kat {
     std::uint32_t c[4], k[2], want[4];

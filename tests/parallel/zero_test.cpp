@@ -1,5 +1,5 @@
 // ZeroRedundancyOptimizer with ranks as threads of this process (the threads ProcessGroup; the
-// same code runs over MPI in tests/mpi_ddp/zero_mpi_test.cpp): in deterministic mode the weights
+// same code runs over MPI in tests/mpi_cli/zero_mpi_test.cpp): in deterministic mode the weights
 // and the gathered optimizer state are bit-identical to the unsharded optimizer's for SGD with
 // momentum, Adam and AdamW (weight-decay groups) on 2 and 3 ranks and 2 ranks × 2 devices;
 // allclose without; the state per rank is a shard; checkpoints move between world sizes and

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-struct CUstream_st;  // cudaStream_t is `CUstream_st*` (driver_types.h)
+struct CUstream_st;  // cudaStream_t is `CUstream_st*` (<driver_types.h>)
 
 namespace lockstep::cuda {
 

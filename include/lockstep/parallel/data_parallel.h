@@ -354,7 +354,7 @@ class DataParallel : public nn::Module {
   // Whether this rank has joined (DistributedDataParallel::join): its steps shadow the others'.
   virtual bool joined() const { return false; }
 
-  // ---- the training paths (data_parallel_forward.cpp, _reducer.cpp, _deterministic.cpp) ------
+  // ---- the training paths (data_parallel_{forward,reducer,deterministic}.cpp) ----
   // How a batch is cut: pieces (samples [start, start + size)) and, per device, the range of
   // pieces it processes.
   struct Plan {

@@ -1,8 +1,8 @@
 // Fast conv2d kernels: im2col + GEMM per sample and group, the structure of Caffe's
-// BaseConvolutionLayer (forward_cpu_gemm / backward_cpu_gemm / weight_cpu_gemm, BVLC/caffe
-// src/caffe/layers/base_conv_layer.cpp) and of PyTorch's slow_conv2d (aten/src/ATen/native/
-// ConvolutionMM2d.cpp). For sample n and group g, with K = C_in/groups · kH · kW and P = H_out ·
-// W_out:
+// BaseConvolutionLayer (forward_cpu_gemm / backward_cpu_gemm / weight_cpu_gemm,
+// BVLC/caffe:src/caffe/layers/base_conv_layer.cpp) and of PyTorch's slow_conv2d
+// (pytorch/pytorch:aten/src/ATen/native/ConvolutionMM2d.cpp). For sample n and group g, with
+// K = C_in/groups · kH · kW and P = H_out · W_out:
 //   col  [K, P]  = im2col(x[n], g)                  (row (c·kH + p)·kW + q, column i·W_out + j)
 //   y    [C_out/groups, P] = w_g [C_out/groups, K] · col  (+ bias, preset, beta = 1)
 //   col  = w_gᵀ · gy_g, then gx[n] = col2im(col)    (backward input)

@@ -1,5 +1,5 @@
 // conv2d on cuDNN (src/ops/cuda_conv_ops.h): the legacy convolution API
-// (cudnnConvolutionForward / BackwardData / BackwardFilter / BackwardBias, cudnn_cnn.h) on the
+// (cudnnConvolutionForward / BackwardData / BackwardFilter / BackwardBias, <cudnn_cnn.h>) on the
 // device's compute stream, one cuDNN handle per device (created on first use, never destroyed,
 // bound to the stream per call, as src/ops/cuda/gemm.cpp does with cuBLAS), workspaces from the
 // caching allocator (lockstep/cuda/allocator.h: stream-ordered, so freeing after enqueueing is

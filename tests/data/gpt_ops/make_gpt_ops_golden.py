@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's numbers for layer_norm and embedding (tests/ops/layer_norm_embedding_golden_test.cpp).
+"""PyTorch's numbers for layer_norm and embedding (tests/ops/layer_norm_embedding_values_test.cpp).
 
 Each case: inputs drawn from torch.randn under torch.manual_seed(case seed), in float32 (float64
 for the cases named *_f64); the op's forward, then backward with a random output gradient dy;

@@ -1,5 +1,6 @@
 // The flags of `lockstep train` that apply to gpt: models only (iteration-based training, see
-// train_iters.cpp) and the record of which flags of either kind were given (see cli_flags.h).
+// train/language_model_task.cpp) and the record of which flags of either kind were given (see
+// cli_flags.h).
 #include <string>
 
 #include "cli/cli_flags.h"

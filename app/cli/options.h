@@ -77,9 +77,9 @@ struct TrainOptions {
   std::int64_t batch_size = 32;
   /// Total epochs (a resumed run continues up to this many).
   std::int64_t epochs = 10;
-  /// gpt: models train by iterations (train_iters.cpp): the run's length in optimizer steps, an
-  /// evaluation (nanoGPT's estimate_loss over eval_iters batches of each part) and a checkpoint
-  /// every eval_interval steps and at the end.
+  /// gpt: models train by iterations (train/language_model_task.cpp): the run's length in
+  /// optimizer steps, an evaluation (nanoGPT's estimate_loss over eval_iters batches of each
+  /// part) and a checkpoint every eval_interval steps and at the end.
   std::int64_t max_iters = 5000, eval_interval = 250, eval_iters = 200;
   /// --lr-schedule cosine with gpt: models: nanoGPT's get_lr (optim::WarmupCosineLR) stepped per
   /// iteration; min_lr unset: lr / 10; lr_decay_iters unset: max_iters.

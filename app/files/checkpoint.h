@@ -41,7 +41,7 @@ struct TrainingPosition {
   std::uint64_t generator_seed = 0, generator_offset = 0;
   /// --seed.
   std::uint64_t seed = 0;
-  /// The flags that shape the trajectory, one `--flag=value` per line (see train_resume.cpp).
+  /// The flags that shape the trajectory, one `--flag=value` per line (see train/resume.cpp).
   std::string flags;
   /// A run by iterations (gpt: models; metadata "unit": "iteration"): global_step is the
   /// position, the file is iter-NNNNNN.safetensors.

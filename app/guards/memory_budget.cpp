@@ -245,18 +245,6 @@ void check_training_memory(const std::string& what, const MemoryNeed& need, std:
       note);
 }
 
-MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
-                            std::int64_t replicas, int world) {
-  const MemoryNeed need = spec_memory_need(spec, data);
-  const std::string note =
-      o.model.spec.empty() ? default_mlp_note(data.features, data.classes, data.train_name) : "";
-  check_training_memory(spec_name(spec), need, replicas,
-                        optimizer_state_slots(o.optimizer, o.momentum),
-                        zero_state_shards(o, world), world,
-                        std::min(o.batch_size, data.train_x.size(0)), note);
-  return need;
-}
-
 std::string spec_name(const ModelSpec& spec) {
   // resnet20's `where` already names it ("--model resnet20"); a layer list's names the source.
   return spec.mlp               ? "--model " + spec.mlp->str()

@@ -76,14 +76,6 @@ void check_inference_memory(const std::string& what, const std::string& command,
 /// 8192.
 std::int64_t eval_chunk_rows(const MemoryNeed& need);
 
-/// The training run's check, before the model is built, for every model kind but gpt: (whose
-/// check, gpt_memory_need, needs the text's vocabulary): spec_memory_need against the memory
-/// available (check_training_memory). `replicas`: the devices of this process; `world`: the
-/// job's ranks (with --zero each keeps 1/world of the optimizer state, zero_state_shards).
-/// Returns the need, for eval_chunk_rows.
-MemoryNeed check_run_memory(const TrainOptions& o, const ModelSpec& spec, const LoadedData& data,
-                            std::int64_t replicas, int world);
-
 /// How many ranks share the optimizer state: `world` with --zero across ranks
 /// (ZeroRedundancyOptimizer), else 1.
 int zero_state_shards(const TrainOptions& o, int world);

@@ -15,7 +15,7 @@
 namespace lockstep::app {
 
 /// The setup every rank must share, one `--flag=value` line each: `fingerprint` (the flags that
-/// shape the trajectory, train_resume.cpp), --epochs, --max-iters, --resume, --checkpoint-dir,
+/// shape the trajectory, train/resume.cpp), --epochs, --max-iters, --resume, --checkpoint-dir,
 /// --init, --eval-interval, --eval-iters, --comm-overlap, --cuda-graphs and the data's shapes and classes: `train` and `val` are the training and validation
 /// inputs (a gpt: model's token streams; `val` undefined without validation), `classes` the
 /// classes or the vocabulary size.

@@ -38,7 +38,7 @@ std::string summary_line(std::int64_t epochs, std::optional<double> val_loss,
                          std::optional<double> val_accuracy, double seconds,
                          const std::vector<Device>& devices, int world_size);
 
-/// One evaluation of a gpt: model (train_iters.cpp).
+/// One evaluation of a gpt: model (train/language_model_task.cpp).
 struct IterStats {
   /// Optimizer steps done and --max-iters.
   std::int64_t iter = 0, max_iters = 0;

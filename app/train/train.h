@@ -1,17 +1,19 @@
 // `lockstep train`: the training job behind the CLI, free of command-line parsing so it can be
 // called as a plain function.
 //
-// The data (data_source.h) feeds an MLP (model_spec.h) wrapped in parallel::DataParallel over
-// the chosen devices and trained through its reducer path (forward_backward with
-// nn::CrossEntropyLoss: each replica's loss on its own chunk, gradients all-reduced in buckets
-// during backward); optimizer SGD/Adam/AdamW, an optional per-epoch LR schedule, gradient
-// accumulation and clipping. Batches come from data::DataLoader, reshuffled every epoch from
-// (seed, epoch) unless --no-shuffle (file order, last partial batch kept).
+// One run loop (trainer.cpp) over a task (task.h). The classifier task (classifier_task.cpp):
+// the data (data/data_source.h) feeds an MLP, a layer list or resnet20 (model/model_spec.h)
+// wrapped in parallel::DataParallel over the chosen devices and trained through its reducer path
+// (forward_backward with cross-entropy: each replica's loss on its own chunk, gradients
+// all-reduced in buckets during backward); optimizer SGD/Adam/AdamW, an optional per-epoch LR
+// schedule, gradient accumulation and clipping. Batches come from data::DataLoader, reshuffled
+// every epoch from (seed, epoch) unless --no-shuffle (file order, last partial batch kept).
 //
-// A gpt: model (gpt_spec.h) on --data text:FILE / text-bytes:FILE (text_data.h) trains by
-// iterations instead (train_iters.cpp): random windows of the text each step, nanoGPT's loss,
-// AdamW with weight-decay groups, nanoGPT's warmup + cosine schedule per iteration, an
-// evaluation, a --metrics line and a checkpoint every --eval-interval steps.
+// The language-model task (language_model_task.cpp): a gpt: model (model/gpt_spec.h) on --data
+// text:FILE / text-bytes:FILE (data/text_data.h) trains by iterations instead: random windows of
+// the text each step, nanoGPT's loss, AdamW with weight-decay groups, nanoGPT's warmup + cosine
+// schedule per iteration, an evaluation, a --metrics line and a checkpoint every --eval-interval
+// steps.
 //
 // With the defaults (synthetic data, --no-shuffle) it is the reference program
 // (examples/reference_classifier): manual_seed(seed), the data drawn first, then the

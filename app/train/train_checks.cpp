@@ -1,5 +1,5 @@
 // `lockstep train`: the flag combinations refused before training, and the
-// BatchNorm mode (--sync-bn / --no-sync-bn) a run resolves (see trainer.h).
+// BatchNorm mode (--sync-bn / --no-sync-bn) a run resolves (see checks.h).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -8,7 +8,7 @@
 
 #include "lockstep/lockstep.h"
 #include "cli/message_text.h"
-#include "train/trainer.h"
+#include "train/checks.h"
 
 namespace lockstep::app {
 
@@ -79,6 +79,13 @@ void check_cuda_graphs_devices(const TrainOptions& o, const std::vector<Device>&
       list;
   if (!cuda::is_available()) why += " (no usable GPU: " + cuda::unavailable_reason() + ")";
   throw ValueError(why);
+}
+
+std::int64_t count_batchnorms(const nn::Module& m) {
+  std::int64_t n = dynamic_cast<const nn::BatchNormBase*>(&m) != nullptr ? 1 : 0;
+  for (const auto& [name, child] : m.named_children())
+    if (child) n += count_batchnorms(*child);
+  return n;
 }
 
 bool sync_batchnorm(const TrainOptions& o, std::int64_t replicas) {

@@ -1,21 +1,17 @@
-// `lockstep train`: a run's setup (see trainer.h): flag defaults, devices, data, model,
-// (Distributed)DataParallel, optimizer, scheduler, loader and output.
+// `lockstep train`: a run's setup (see trainer.h): flag defaults, devices, the task's data and
+// model, (Distributed)DataParallel, optimizer, scheduler, --resume and output.
 #include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "data/data_source.h"
-#include "lockstep/lockstep.h"
-#include "train/lr_schedule.h"
-#include "guards/memory_budget.h"
 #include "cli/message_text.h"
-#include "train/metrics.h"
-#include "model/model_spec.h"
-#include "train/progress.h"
+#include "guards/output_paths.h"
+#include "lockstep/lockstep.h"
+#include "train/checks.h"
+#include "train/resume.h"
 #include "train/trainer.h"
-#include "files/weights.h"
 
 namespace lockstep::app {
 namespace {
@@ -43,197 +39,152 @@ parallel::OptimizerFactory optimizer_class(const TrainOptions& o, const Resolved
                                                        .weight_decay = r.weight_decay});
 }
 
-// How many BatchNorm layers (BatchNorm1d / BatchNorm2d, synchronized or not) `m`'s tree holds.
-std::int64_t count_batchnorms(const nn::Module& m) {
-  std::int64_t n = dynamic_cast<const nn::BatchNormBase*>(&m) != nullptr ? 1 : 0;
-  for (const auto& [name, child] : m.named_children())
-    if (child) n += count_batchnorms(*child);
-  return n;
-}
-
 }  // namespace
 
 void Trainer::setup_optimizer() {
-  // gpt: models: nanoGPT's configure_optimizers, weight decay on the >= 2-d tensors only.
-  std::vector<optim::ParamGroup> groups =
-      text_ ? optim::weight_decay_groups(*model_, r_.weight_decay)
-            : std::vector<optim::ParamGroup>{{dp_->parameters(), std::nullopt}};
+  Run& r = run_;
+  std::vector<optim::ParamGroup> groups = task_->param_groups(r);
   // --zero across ranks: the state sharded over the ranks (the shard per rank, its local devices
   // share it), partitioned by the reducer's buckets of the master parameters. One process: the
   // plain optimizer, which is what ZeRO over one rank computes.
-  if (o_.zero && dist_.group && dist_.world > 1)
-    optimizer_ = std::make_shared<parallel::ZeroRedundancyOptimizer>(
-        std::move(groups), optimizer_class(o_, r_), dist_.group, parallel::zero_layout(*dp_));
+  if (r.o.zero && r.dist.group && r.dist.world > 1)
+    r.optimizer = std::make_shared<parallel::ZeroRedundancyOptimizer>(
+        std::move(groups), optimizer_class(r.o, r.r), r.dist.group, parallel::zero_layout(*r.dp));
   else
-    optimizer_ = optimizer_class(o_, r_)(std::move(groups));
-  if (text_ && r_.schedule.kind == LrSchedule::Kind::Cosine)  // nanoGPT's get_lr, per iteration
-    scheduler_ = std::make_unique<optim::WarmupCosineLR>(*optimizer_, o_.warmup_iters,
-                                                         r_.lr_decay_iters, r_.min_lr);
-  else if (!text_)
-    scheduler_ = make_scheduler(r_.schedule, *optimizer_, o_.epochs);
+    r.optimizer = optimizer_class(r.o, r.r)(std::move(groups));
+  r.scheduler = task_->make_scheduler(r);
 }
 
 std::string Trainer::zero_line() const {
-  const auto* zero = dynamic_cast<const parallel::ZeroRedundancyOptimizer*>(optimizer_.get());
-  if (!zero || o_.quiet) return "";
+  const Run& r = run_;
+  const auto* zero = dynamic_cast<const parallel::ZeroRedundancyOptimizer*>(r.optimizer.get());
+  if (!zero || r.o.quiet) return "";
   std::int64_t mine = 0, total = 0;
   for (const parallel::ZeroPiece& p : zero->shard()) mine += p.hi - p.lo;
   for (const Tensor& p : zero->params()) total += p.numel();
   return "zero: this rank holds " + std::to_string(zero->state_bytes()) +
          " bytes of optimizer state (the state of " + std::to_string(mine) + " of " +
-         std::to_string(total) + " parameter elements, " + std::to_string(dist_.world) +
+         std::to_string(total) + " parameter elements, " + std::to_string(r.dist.world) +
          " ranks)\n";
 }
 
-std::string Trainer::buckets_line() const {
-  const auto replicas = static_cast<std::int64_t>(r_.devices.size()) * dist_.world;
-  if (!o_.bucket_cap_given || replicas == 1 || o_.deterministic || o_.quiet) return "";
-  return "gradient buckets: " + std::to_string(dp_->gradient_buckets().size()) +
-         " (--bucket-cap-mb " + typed_number(o_.bucket_cap_mb) + ")";
+void Trainer::print_header(std::int64_t batchnorms) const {
+  const Run& r = run_;
+  if (r.o.quiet) return;
+  // Which BatchNorm trains (models without BatchNorm print nothing here).
+  if (const std::string line =
+          batchnorm_line(r.o, r.r.sync_bn, batchnorms, r.r.devices.size(), r.dist.world);
+      !line.empty())
+    r.out << line << '\n' << std::flush;
+  // With --bucket-cap-mb, where a reducer sums the gradients (devices x ranks > 1, not
+  // --deterministic, whose shards are summed without buckets): "gradient buckets: N
+  // (--bucket-cap-mb MB)", N the reducer's buckets (DataParallel::gradient_buckets(): reverse
+  // parameter order, a new bucket where the next parameter would take it past int(MB * 2^20)
+  // bytes).
+  const auto replicas = static_cast<std::int64_t>(r.r.devices.size()) * r.dist.world;
+  if (r.o.bucket_cap_given && replicas > 1 && !r.o.deterministic)
+    r.out << "gradient buckets: " << r.dp->gradient_buckets().size() << " (--bucket-cap-mb "
+          << typed_number(r.o.bucket_cap_mb) << ")\n"
+          << std::flush;
 }
 
 void Trainer::setup() {
-  check_combinations(o_);
-  check_outputs(o_);  // every rank, so that all refuse alike (only rank 0 writes the files)
+  Run& run = run_;
+  const TrainOptions& o = run.o;
+  const DistContext& dist = run.dist;
+  Resolved& r = run.r;
+  check_combinations(o);
+  run.guards.check_outputs();
   // Across ranks (one process per device is the usual layout) a rank uses one device unless
   // --devices gives it several; with --backend nccl it is the rank's GPU, cuda:(local rank).
-  if (dist_.device && !o_.devices.empty() &&
-      (o_.devices.size() != 1 || o_.devices.front() != *dist_.device)) {
-    const std::string list = device_list(o_.devices);
+  if (dist.device && !o.devices.empty() &&
+      (o.devices.size() != 1 || o.devices.front() != *dist.device)) {
+    const std::string list = device_list(o.devices);
     throw ValueError("--devices " + list +
                      " with --backend nccl: each rank trains on one GPU, "
                      "cuda:LOCAL_RANK (this rank: " +
-                     dist_.device->str() + "); leave --devices out");
+                     dist.device->str() + "); leave --devices out");
   }
-  r_.devices = dist_.device          ? std::vector<Device>{*dist_.device}
-               : !o_.devices.empty() ? o_.devices
-               : dist_.group         ? std::vector<Device>{cpu(0)}
-                                     : parallel::default_devices();
-  for (const Device& d : r_.devices) check_device_available(d);
-  check_cuda_graphs_devices(o_, r_.devices, dist_.group != nullptr);
+  r.devices = dist.device          ? std::vector<Device>{*dist.device}
+              : !o.devices.empty() ? o.devices
+              : dist.group         ? std::vector<Device>{cpu(0)}
+                                   : parallel::default_devices();
+  for (const Device& d : r.devices) check_device_available(d);
+  check_cuda_graphs_devices(o, r.devices, dist.group != nullptr);
 
-  if (!o_.model.spec.empty()) r_.model = parse_model_spec(o_.model.spec);
-  check_training_kind(o_, r_.model);
+  if (!o.model.spec.empty()) r.model = parse_model_spec(o.model.spec);
+  check_training_kind(o, r.model);
   // gpt: models default to nanoGPT's AdamW.
-  r_.optimizer = resolved_optimizer(o_);
-  r_.lr = o_.lr.value_or(r_.optimizer == "sgd" ? 0.01 : 0.001);
-  r_.weight_decay = o_.weight_decay.value_or(r_.optimizer == "adamw" ? 0.01 : 0.0);
-  r_.schedule = parse_lr_schedule(o_.lr_schedule);
-  r_.min_lr = o_.min_lr.value_or(r_.lr / 10);
-  r_.lr_decay_iters = o_.lr_decay_iters.value_or(o_.max_iters);
-  const auto replicas_here = static_cast<std::int64_t>(r_.devices.size());
-  if (r_.model.gpt) {
-    setup_text_model(replicas_here);
-  } else {
-    // Data first, then the model: with synthetic data both come from the default generator in
-    // this order, as in the reference program.
-    manual_seed(o_.data.seed);
-    data_ = load_data(o_.data);
-    if (o_.model.spec.empty())
-      r_.model.mlp = default_mlp_spec(data_.synthetic, data_.features, data_.classes);
-    shape_for_model(r_.model, data_);
-    // Every model is checked from its spec, before it is allocated (memory_budget.h).
-    r_.eval_rows =
-        eval_chunk_rows(check_run_memory(o_, r_.model, data_, replicas_here, dist_.world));
-    model_ = with_torch_init(o_.torch_init, o_.data.seed, [&] {
-      return make_model(r_.model, o_.model, data_, /*copies=*/2,
-                        o_.model.spec.empty()
-                            ? default_mlp_note(data_.features, data_.classes, data_.train_name)
-                            : "");
-    });
-    if (!o_.init.empty()) load_weights(*model_, o_.init, "--init");
-  }
+  r.optimizer = resolved_optimizer(o);
+  r.lr = o.lr.value_or(r.optimizer == "sgd" ? 0.01 : 0.001);
+  r.weight_decay = o.weight_decay.value_or(r.optimizer == "adamw" ? 0.01 : 0.0);
+  r.schedule = parse_lr_schedule(o.lr_schedule);
+  r.min_lr = o.min_lr.value_or(r.lr / 10);
+  r.lr_decay_iters = o.lr_decay_iters.value_or(o.max_iters);
   // SyncBatchNorm (--sync-bn, or automatic with more than one replica or --deterministic): every
-  // BatchNorm synchronizes its training statistics over the wrapper's replicas. In place, before
-  // wrapping (the replicas are clones); state_dict keys stay PyTorch's, so --init above and
-  // --save / checkpoints are the same files either way.
-  const std::int64_t replicas = static_cast<std::int64_t>(r_.devices.size()) * dist_.world;
-  const std::int64_t batchnorms = count_batchnorms(*model_);
-  r_.sync_bn = sync_batchnorm(o_, replicas);
-  if (batchnorms > 0 && !text_)
-    check_batchnorm_batches(o_, r_.model, data_, r_.sync_bn,
-                            static_cast<std::int64_t>(r_.devices.size()), dist_.world);
-  if (r_.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(model_);
-  r_.zero_scatter = o_.zero && dist_.world > 1 && r_.devices.size() == 1 &&
-                    o_.grad_compression == "none" && !o_.deterministic;
-  fingerprint_ = flags_fingerprint(o_, r_);
-  if (dist_.world > 1) check_same_setup_on_every_rank();
-  if (r_.sync_bn && batchnorms > 0 && o_.deterministic && dist_.world > 1)
-    check_shards_per_rank(o_, data_.train_x.size(0), dist_.world,
-                          parallel::DataParallelOptions{}.shard_size);
+  // BatchNorm synchronizes its training statistics over the wrapper's replicas.
+  const std::int64_t replicas = static_cast<std::int64_t>(r.devices.size()) * dist.world;
+  r.sync_bn = sync_batchnorm(o, replicas);
+  task_ = r.model.gpt ? language_model_task() : classifier_task();
+  task_->load(run);
+  // In place, before wrapping (the replicas are clones); state_dict keys stay PyTorch's, so --init
+  // above and --save / checkpoints are the same files either way.
+  const std::int64_t batchnorms = count_batchnorms(*run.model);
+  if (r.sync_bn && batchnorms > 0) nn::convert_sync_batchnorm(run.model);
+  r.zero_scatter = o.zero && dist.world > 1 && r.devices.size() == 1 &&
+                   o.grad_compression == "none" && !o.deterministic;
+  run.fingerprint = flags_fingerprint(o, r);
+  const RankData data = task_->rank_data();
+  run.guards.check_same_setup(run.fingerprint, data.train, data.val, data.classes,
+                              r.devices.size());
+  task_->check_setup(run);
 
   // --comm-overlap, --bucket-cap-mb, --grad-compression (PyTorch's int(bucket_cap_mb * 2^20)).
   parallel::ReducerOptions reducer;
-  reducer.overlap = o_.comm_overlap;
+  reducer.overlap = o.comm_overlap;
   reducer.bucket_cap_bytes =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(o_.bucket_cap_mb * 1024.0 * 1024.0));
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(o.bucket_cap_mb * 1024.0 * 1024.0));
   reducer.compression =
-      o_.grad_compression == "bf16" ? dist::WireFormat::BFloat16 : dist::WireFormat::Native;
-  if (dist_.group) {
+      o.grad_compression == "bf16" ? dist::WireFormat::BFloat16 : dist::WireFormat::Native;
+  if (dist.group) {
     parallel::DistributedDataParallelOptions ddp_options;
-    ddp_options.device_ids = r_.devices;
-    ddp_options.deterministic = o_.deterministic;
+    ddp_options.device_ids = r.devices;
+    ddp_options.deterministic = o.deterministic;
     ddp_options.reducer = reducer;
     // --zero: the buckets are reduce-scattered (each rank receives the sums of its shard only)
-    // where nothing needs the whole gradient (r_.zero_scatter); otherwise they are all-reduced as
+    // where nothing needs the whole gradient (r.zero_scatter); otherwise they are all-reduced as
     // without --zero (docs/design.md, ZeRO-1).
-    ddp_options.reducer.scatter = r_.zero_scatter;
-    ddp_options.seed = o_.data.seed;
-    dp_ = std::make_unique<parallel::DistributedDataParallel>(model_, dist_.group, ddp_options);
+    ddp_options.reducer.scatter = r.zero_scatter;
+    ddp_options.seed = o.data.seed;
+    run.dp =
+        std::make_unique<parallel::DistributedDataParallel>(run.model, dist.group, ddp_options);
   } else {
     parallel::DataParallelOptions dp_options;
-    dp_options.deterministic = o_.deterministic;
+    dp_options.deterministic = o.deterministic;
     dp_options.reducer = reducer;
-    dp_options.seed = o_.data.seed;
-    dp_ = std::make_unique<parallel::DataParallel>(model_, r_.devices, std::nullopt, dp_options);
+    dp_options.seed = o.data.seed;
+    run.dp =
+        std::make_unique<parallel::DataParallel>(run.model, r.devices, std::nullopt, dp_options);
   }
   setup_optimizer();
   // A checkpoint: the weights and up to two optimizer slots per weight (Adam's moments).
-  const std::uint64_t weights = weights_file_bytes(*model_);
-  check_output_space(o_, weights, weights * (r_.optimizer == "sgd" && o_.momentum == 0 ? 1 : 3));
-  // The wrapper owns the optimizer step (DataParallel::register_fused_optim; bit-identical to
-  // calling step() after forward_backward): it decides where the step runs (on the device workers
-  // inside the last reduction where it can, else at the end of the synced forward_backward), and
-  // --clip-grad-norm is its pre-step hook, run on the reduced gradients right before the step.
-  dp_->register_fused_optim(optimizer_);
-  // With --zero's reduce-scatter each rank holds its shard's sums only: the norm comes from the
-  // ranks' partial sums (ZeroRedundancyOptimizer::clip_grad_norm_, a collective).
-  if (o_.clip_grad_norm)
-    dp_->register_step_pre_hook([this, max_norm = *o_.clip_grad_norm] {
-      if (r_.zero_scatter)
-        static_cast<parallel::ZeroRedundancyOptimizer&>(*optimizer_).clip_grad_norm_(max_norm);
-      else
-        nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
-    });
-  if (!o_.checkpoint_dir.empty() && dist_.is_main())  // one run at a time in the directory
-    dir_lock_ = std::make_unique<CheckpointDirLock>(o_.checkpoint_dir, o_.resume);
-  if (o_.resume) resume_from_checkpoint();
-  // --cuda-graphs: every step through the graphed step (replays once the shape is static; the
-  // last partial batch eagerly). Resuming across eager and graphed runs is allowed (same math),
-  // so the flag is not part of the fingerprint.
-  if (o_.cuda_graphs) graph_step_ = std::make_unique<parallel::CUDAGraphStep>(*dp_, optimizer_);
+  const std::uint64_t weights = weights_file_bytes(*run.model);
+  run.guards.check_output_space(weights,
+                                weights * (r.optimizer == "sgd" && o.momentum == 0 ? 1 : 3));
+  run.guards.lock_checkpoint_dir();
+  if (o.resume) resume_from_checkpoint(run, *task_);
+  // --cuda-graphs: every step through the graphed step (replays once the shape is static; the last
+  // partial batch eagerly). Resuming across eager and graphed runs is allowed (same math), so the
+  // flag is not part of the fingerprint.
+  if (o.cuda_graphs)
+    run.graph_step = std::make_unique<parallel::CUDAGraphStep>(*run.dp, run.optimizer);
 
-  if (!text_) {
-    auto dataset = std::make_shared<data::TensorDataset>(data_.train_x, data_.train_y);
-    loader_ = std::make_unique<data::DataLoader>(
-        dataset, data::DataLoaderOptions{.batch_size = o_.batch_size,
-                                         .shuffle = !o_.no_shuffle,
-                                         .drop_last = false,
-                                         .seed = o_.data.seed});
-  }
-  progress_ = std::make_unique<Progress>(out_, Progress::mode_for_stdout(o_.quiet), o_.epochs);
-  // The run's header: which BatchNorm trains (models without BatchNorm print nothing here) and
-  // (with --bucket-cap-mb) how many gradient buckets the reducer made.
-  if (const std::string line =
-          batchnorm_line(o_, r_.sync_bn, batchnorms, r_.devices.size(), dist_.world);
-      !line.empty() && !o_.quiet)
-    out_ << line << '\n' << std::flush;
-  if (const std::string line = buckets_line(); !line.empty()) out_ << line << '\n' << std::flush;
-  if (!o_.metrics.empty() && dist_.is_main())  // only rank 0 writes files
-    metrics_ = std::make_unique<MetricsLog>(
-        o_.metrics,
-        o_.resume ? std::optional<std::int64_t>(text_ ? global_step_ : epochs_done_) : std::nullopt,
-        text_ ? "iter" : "epoch");
+  run.progress = std::make_unique<Progress>(run.out, Progress::mode_for_stdout(o.quiet), o.epochs);
+  print_header(batchnorms);
+  if (!o.metrics.empty() && dist.is_main())  // only rank 0 writes files
+    run.metrics = std::make_unique<MetricsLog>(
+        o.metrics, o.resume ? std::optional<std::int64_t>(task_->units_done(run)) : std::nullopt,
+        task_->unit());
 }
 
 }  // namespace lockstep::app

@@ -1,4 +1,4 @@
-// `lockstep train`: --checkpoint-dir and --resume (see trainer.h): the flags a checkpoint
+// `lockstep train`: --checkpoint-dir and --resume (see resume.h): the flags a checkpoint
 // records, resuming from the newest checkpoint, and writing one.
 #include <algorithm>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "lockstep/core/format.h"
 #include "lockstep/lockstep.h"
 #include "cli/message_text.h"
-#include "train/trainer.h"
+#include "train/resume.h"
 
 namespace lockstep::app {
 
@@ -96,63 +96,46 @@ void check_same_flags(const std::string& saved, const std::string& now, const st
   throw ValueError("--resume: " + path + " was written with other training flags: " + diff);
 }
 
-void Trainer::resume_from_checkpoint() {
+void resume_from_checkpoint(Run& run, Task& task) {
   // Rank 0 reads the file and broadcasts it: the other ranks' hosts need not see the directory.
-  Checkpoint c = read_latest_checkpoint_on_rank0(dist_, o_.checkpoint_dir);
-  const std::optional<std::string> path = c.path;
-  check_same_flags(c.position.flags, fingerprint_, *path);
+  Checkpoint c = read_latest_checkpoint_on_rank0(run.dist, run.o.checkpoint_dir);
+  check_same_flags(c.position.flags, run.fingerprint, c.path);
   try {
-    dp_->load_state_dict(c.model, /*strict=*/true);
-    optimizer_->load_state_dict(c.optimizer);
-    if (scheduler_) scheduler_->load_state_dict(c.scheduler);
+    run.dp->load_state_dict(c.model, /*strict=*/true);
+    run.optimizer->load_state_dict(c.optimizer);
+    if (run.scheduler) run.scheduler->load_state_dict(c.scheduler);
   } catch (const StateDictError& e) {
-    throw StateDictError("--resume " + *path + ": " + e.what());
+    throw StateDictError("--resume " + c.path + ": " + e.what());
   }
   const TrainingPosition& p = c.position;
-  dp_->set_step_count(p.dp_step_count);
+  run.dp->set_step_count(p.dp_step_count);
   default_generator().manual_seed(p.generator_seed);
   default_generator().set_offset(p.generator_offset);
-  epochs_done_ = p.epochs_done;
-  resume_batch_ = p.batch_in_epoch;
-  global_step_ = p.global_step;
-  epoch_loss_sum_ = p.epoch_loss_sum;
-  epoch_samples_ = p.epoch_samples;
-  if (text_) resume_text(c);
+  run.global_step = p.global_step;
+  task.resume(c);
 }
 
-TrainingPosition Trainer::position(std::int64_t epochs_done, std::int64_t batch_in_epoch) const {
-  TrainingPosition p;
-  p.epochs_done = epochs_done;
-  p.batch_in_epoch = batch_in_epoch;
-  p.global_step = global_step_;
-  p.dp_step_count = dp_->step_count();
-  p.epoch_loss_sum = batch_in_epoch == 0 ? 0.0 : epoch_loss_sum_;
-  p.epoch_samples = batch_in_epoch == 0 ? 0 : epoch_samples_;
-  p.generator_seed = default_generator().seed();
-  p.generator_offset = default_generator().offset();
-  p.seed = o_.data.seed;
-  p.flags = fingerprint_;
-  if (text_) {
-    p.by_iteration = true;
-    p.extra = text_metadata();
-    p.extra["windows_offset"] = std::to_string(windows_.offset());
-  }
-  return p;
-}
-
-std::string Trainer::write_checkpoint_at(std::int64_t epochs_done, std::int64_t batch_in_epoch) {
+std::string write_run_checkpoint(Run& run, const Task& task, bool mid_period) {
   // Only rank 0 writes (atomically: a temporary file renamed into place); every rank waits for
   // it, so a rank that loads the checkpoint next never sees a missing or partial file.
   // --zero: the optimizer's state_dict() gathers the ranks' shards, a collective every rank makes.
   std::string path = "(written by rank 0)";
-  const bool gather = dynamic_cast<const parallel::ZeroRedundancyOptimizer*>(optimizer_.get());
+  const bool gather = dynamic_cast<const parallel::ZeroRedundancyOptimizer*>(run.optimizer.get());
   const StateDict optimizer_state =
-      dist_.is_main() || gather ? optimizer_->state_dict() : StateDict();
-  if (dist_.is_main())
-    path = write_checkpoint(o_.checkpoint_dir, dp_->state_dict(), optimizer_state,
-                            scheduler_ ? scheduler_->state_dict() : StateDict(),
-                            position(epochs_done, batch_in_epoch));
-  if (dist_.group && dist_.world > 1) dist_.group->barrier();
+      run.dist.is_main() || gather ? run.optimizer->state_dict() : StateDict();
+  if (run.dist.is_main()) {
+    TrainingPosition p;
+    p.global_step = run.global_step;
+    p.dp_step_count = run.dp->step_count();
+    p.generator_seed = default_generator().seed();
+    p.generator_offset = default_generator().offset();
+    p.seed = run.o.data.seed;
+    p.flags = run.fingerprint;
+    task.save_position(p, mid_period);
+    path = write_checkpoint(run.o.checkpoint_dir, run.dp->state_dict(), optimizer_state,
+                            run.scheduler ? run.scheduler->state_dict() : StateDict(), p);
+  }
+  if (run.dist.group && run.dist.world > 1) run.dist.group->barrier();
   return path;
 }
 

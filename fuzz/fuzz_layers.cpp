@@ -1,4 +1,4 @@
-// libFuzzer target for the `--model @FILE` layer grammar (app/layer_spec.cpp): the input is a
+// libFuzzer target for the `--model @FILE` layer grammar (app/model/layer_spec.cpp): the input is a
 // model file's text. Any input must either parse, or throw a lockstep::Error with a message (the
 // CLI prints it on one line); a list that parses must have its parameters counted and its output shapes estimated (the
 // memory check's view) without any other exception, and when it is small enough to build, the
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "layer_spec.h"
+#include "model/layer_spec.h"
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/error.h"
 #include "lockstep/ops/ops.h"

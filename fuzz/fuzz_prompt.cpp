@@ -1,5 +1,5 @@
 // libFuzzer target for `lockstep generate`'s prompt against a model's vocabulary
-// (app/text_data.cpp): the input is the vocabulary's text (the `vocab` metadata of a char-level
+// (app/data/text_data.cpp): the input is the vocabulary's text (the `vocab` metadata of a char-level
 // model), a zero byte, then the prompt. The vocabulary is either refused or accepted; a prompt
 // is either encoded into ids of that vocabulary that decode back to it, or refused with a
 // lockstep::Error whose message is one line of printable text (no control characters: a prompt's
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "lockstep/core/error.h"
-#include "text_data.h"
+#include "data/text_data.h"
 
 namespace {
 

@@ -4,10 +4,11 @@
 // weight decay on the matrices, warmup then cosine decay of the learning rate. Prints the train
 // loss every 10 iterations and then a greedy sample (the most likely next character, each time)
 // continuing the text's first characters.
-//   gpt_text input.txt                       # e.g. nanoGPT's data/shakespeare_char/input.txt
+//   gpt_text input.txt    # e.g. karpathy/char-rnn:data/tinyshakespeare/input.txt
 //   gpt_text input.txt --iters 500 --devices cpu:0,cpu:1
-// The vocabulary is the file's distinct bytes (for ASCII text, nanoGPT's character vocabulary of
-// shakespeare_char/prepare.py); the CLI's `lockstep train --data text:FILE` decodes UTF-8 too.
+// The vocabulary is the file's distinct bytes (for ASCII text, the character vocabulary of
+// karpathy/nanoGPT:data/shakespeare_char/prepare.py); `lockstep train --data text:FILE` (the CLI)
+// decodes UTF-8 too.
 #include <cstdio>
 #include <fstream>
 #include <sstream>

@@ -281,4 +281,5 @@ from . import distributed  # noqa: E402
 from . import nn  # noqa: E402
 from . import optim  # noqa: E402
 from . import utils  # noqa: E402
+from . import models  # noqa: E402
 from ._serialization import save, load  # noqa: E402,F401

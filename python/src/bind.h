@@ -29,6 +29,8 @@ void bind_optim(nb::module_& m);
 void bind_io(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_parallel(nb::module_& m);
+/// nanoGPT's GPT and ResNet-20 (models.cpp), after bind_nn.
+void bind_models(nb::module_& m);
 
 /// Whether a call on `x` should run without the GIL: long enough (>= 32K elements) that another
 /// Python thread (a DataParallel replica's forward) gains from running meanwhile. Below that a

@@ -25,9 +25,12 @@ from ._C import (  # noqa: F401  (re-exported: torch's names)
     argmax, softmax, log_softmax, reshape, flatten, transpose, permute, unsqueeze, squeeze,
     narrow, index_select, cat, stack, chunk, tensor_split, split, randperm, zeros_like,
     ones_like, manual_seed, is_grad_enabled,
+    ne, lt, le, gt, ge, tril, triu, masked_fill, where, topk, multinomial,
 )
 
 __version__ = "0.1.0"
+
+less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 
 float32 = float = dtype.float32
 float64 = double = dtype.float64

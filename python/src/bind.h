@@ -20,6 +20,8 @@ void bind_tensor(nb::module_& m);
 /// Called by bind_tensor with the Tensor class being built.
 void bind_interop(nb::module_& m, nb::class_<Tensor>& c);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& c);
+/// Comparisons, tril/triu, masked_fill, where, topk, multinomial (selection.cpp).
+void bind_selection(nb::module_& m, nb::class_<Tensor>& c);
 void bind_indexing(nb::class_<Tensor>& c);
 void bind_factories(nb::module_& m, nb::class_<Tensor>& c);
 void bind_nn(nb::module_& m);

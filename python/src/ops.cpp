@@ -134,8 +134,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
   m.def("div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, "input"_a, "other"_a);
   m.def("div", [](const Tensor& a, double s) { return a / s; }, "input"_a, "other"_a);
   m.def("pow", [](const Tensor& a, double p) { return pow(a, p); }, "input"_a, "exponent"_a);
-  m.def("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, "input"_a, "other"_a,
-        "Elementwise equality as int64 0/1 (torch returns bool; Lockstep has no bool dtype yet).");
   m.def("neg", &neg, "input"_a);
   m.def("exp", &exp, "input"_a);
   m.def("log", &log, "input"_a);
@@ -264,14 +262,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
       })
       .def("__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); })
       .def("__eq__", [](const Tensor& a, double s) { return eq(a, scalar_tensor(s, a.options())); })
-      .def("__ne__", [](const Tensor& a, const Tensor& b) {
-        const Tensor e = eq(a, b);
-        return sub(ones_like(e), e);
-      })
-      .def("__ne__", [](const Tensor& a, double s) {
-        const Tensor e = eq(a, scalar_tensor(s, a.options()));
-        return sub(ones_like(e), e);
-      })
+      .def("__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); })
+      .def("__ne__", [](const Tensor& a, double s) { return ne(a, scalar_tensor(s, a.options())); })
       .def("__iadd__", [](Tensor& a, nb::handle b) { return inplace(a, b, add, add, "+="); })
       .def("__isub__", [](Tensor& a, nb::handle b) { return inplace(a, b, sub, sub, "-="); })
       .def("__imul__", [](Tensor& a, nb::handle b) { return inplace(a, b, mul, mul, "*="); })
@@ -289,7 +281,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
       .def("div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, "other"_a)
       .def("div", [](const Tensor& a, double s) { return a / s; }, "other"_a)
       .def("pow", [](const Tensor& a, double p) { return pow(a, p); }, "exponent"_a)
-      .def("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, "other"_a)
       .def("neg", [](const Tensor& a) { return neg(a); })
       .def("exp", [](const Tensor& a) { return exp(a); })
       .def("log", [](const Tensor& a) { return log(a); })

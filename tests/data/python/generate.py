@@ -130,6 +130,7 @@ for epoch in range(10):
 out["refprog.val_losses_f64"] = torch.tensor(losses, dtype=torch.float64)
 
 # ---- selection ops: comparisons (bool as int64 0/1), tril/triu, masked_fill, where, topk ----
+_rng = torch.get_rng_state()  # restored below: torch_sequential.safetensors keeps its weights
 a, b = out["ops.a"], out["ops.b"]
 for name in ("lt", "le", "gt", "ge", "ne"):
     out[f"sel.{name}"] = getattr(torch, name)(a, b).long()
@@ -183,6 +184,7 @@ out["gpt.prompt"] = prompt
 out["gpt.greedy"] = generate(gpt, prompt, 14, temperature=0.8, top_k=1)  # 19 > block_size 16: cropped
 logits, _ = gpt(prompt)
 out["gpt.last_logits"] = logits
+torch.set_rng_state(_rng)
 
 out = {k: v.contiguous().clone() for k, v in out.items()}
 save_file(out, os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.safetensors"),

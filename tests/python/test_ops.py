@@ -1,4 +1,6 @@
 """nn.functional against PyTorch's numbers (tests/data/python/generate.py)."""
+import pytest
+
 import lockstep as torch
 import lockstep.nn.functional as F
 from conftest import close
@@ -31,3 +33,39 @@ def test_convolution_and_pooling(golden):
 
 def test_layer_norm(golden):
     close(F.layer_norm(golden["ops.a"], (7,)), golden["ops.layer_norm"], atol=1e-5)
+
+
+def test_reductions_over_tuples_of_dims_and_dtype():
+    x = torch.arange(24.0).view(2, 3, 4)
+    expect = x.numpy().sum(axis=(0, 2))
+    close(x.sum((0, 2)), expect)
+    close(torch.mean(x, dim=[-1, 0], keepdim=True), x.numpy().mean(axis=(2, 0), keepdims=True))
+    assert x.sum(keepdim=True).shape == (1, 1, 1) and x.sum().shape == ()
+    assert torch.sum(torch.tensor([1, 2]), dtype=torch.float64).dtype == torch.float64
+    with pytest.raises(RuntimeError, match="appears multiple times"):
+        x.sum((0, -3))
+    with pytest.raises(IndexError):
+        x.mean((0, 3))
+
+
+def test_split_with_a_list_of_sizes():
+    x = torch.arange(10.0).view(2, 5)
+    a, b = x.split([2, 3], dim=1)
+    assert a.tolist() == [[0, 1], [5, 6]] and b.tolist() == [[2, 3, 4], [7, 8, 9]]
+    assert [t.shape for t in torch.split(x, [1, 1])] == [(1, 5), (1, 5)]
+    assert [t.shape for t in x.split(2, 1)] == [(2, 2), (2, 2), (2, 1)]
+    with pytest.raises(RuntimeError, match="sum exactly to 5"):
+        x.split([2, 2], dim=1)
+
+
+def test_like_factories_take_dtype_and_device():
+    x = torch.ones(2, 3)
+    assert torch.zeros_like(x, dtype=torch.int64).dtype == torch.int64
+    assert torch.ones_like(torch.tensor([1])).dtype == torch.int64
+    assert torch.full_like(x, 7.0).tolist() == [[7.0] * 3] * 2
+    assert torch.empty_like(x, dtype=torch.float64).dtype == torch.float64
+    torch.manual_seed(0)
+    r = torch.randn_like(x)
+    torch.manual_seed(0)
+    assert r.tolist() == torch.randn(2, 3).tolist()
+    assert torch.rand_like(x, requires_grad=True).requires_grad

@@ -11,6 +11,7 @@
 
 #include "bind.h"
 #include "lockstep/autograd/grad_mode.h"
+#include "lockstep/ops/loss.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::python {
@@ -191,10 +192,17 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
         "input"_a, "sections"_a, "dim"_a = 0);
   m.def("split", [](const Tensor& a, std::int64_t s, int d) { return split(a, s, d); }, "tensor"_a,
         "split_size_or_sections"_a, "dim"_a = 0);
-  m.def("cross_entropy", [](const Tensor& x, const Tensor& t, std::int64_t ignore_index) {
-    return cross_entropy(x, t, ignore_index);
-  }, "input"_a, "target"_a, "ignore_index"_a = -100);
-  m.def("mse_loss", [](const Tensor& x, const Tensor& t) { return mse_loss(x, t); }, "input"_a, "target"_a);
+  m.def("cross_entropy", [](const Tensor& x, const Tensor& t, std::int64_t ignore_index,
+                            const std::string& reduction) {
+    return cross_entropy(x, t, ignore_index, reduction_from(reduction));
+  }, "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean");
+  m.def("nll_loss", [](const Tensor& x, const Tensor& t, std::int64_t ignore_index,
+                       const std::string& reduction) {
+    return nll_loss(x, t, ignore_index, reduction_from(reduction));
+  }, "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean");
+  m.def("mse_loss", [](const Tensor& x, const Tensor& t, const std::string& reduction) {
+    return mse_loss(x, t, reduction_from(reduction));
+  }, "input"_a, "target"_a, "reduction"_a = "mean");
   m.def("dropout", [](const Tensor& x, double p, bool training, bool inplace) {
     return dropout(x, p, training);
   }, "input"_a, "p"_a = 0.5, "training"_a = true, "inplace"_a = false);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "lockstep/ops/loss.h"
 #include "support/gradcheck.h"
 #include "support/tolerance.h"
 
@@ -166,6 +167,17 @@ std::vector<Case> cases() {
       {"topk_dim1", {{3, 6}}, [](const Inputs& x) { return topk(x[0], 2, 1).first; }},
       {"topk_smallest_dim0", {{5, 2}},
        [](const Inputs& x) { return topk(x[0], 3, 0, /*largest=*/false).first; }},
+      // losses with a reduction (lockstep/ops/loss.h); row 1's target is ignored
+      {"nll_loss_mean", {{4, 3}},
+       [](const Inputs& x) { return nll_loss(x[0], ints({2, -100, 0, 1})); }},
+      {"nll_loss_sum", {{4, 3}},
+       [](const Inputs& x) { return nll_loss(x[0], ints({2, -100, 0, 1}), -100, Reduction::Sum); }},
+      {"nll_loss_none", {{4, 3}},
+       [](const Inputs& x) { return nll_loss(x[0], ints({2, -100, 0, 1}), -100, Reduction::None); }},
+      {"cross_entropy_none", {{4, 3}},
+       [](const Inputs& x) { return cross_entropy(x[0], ints({2, 1, 0, 1}), -100, Reduction::None); }},
+      {"mse_loss_sum", {{3, 2}, {3, 2}},
+       [](const Inputs& x) { return mse_loss(x[0], x[1], Reduction::Sum); }},
       // a composite: a 2-layer MLP with its loss
       {"mlp_cross_entropy", {{7, 5}, {4, 5}, {4}, {3, 4}, {3}},
        [](const Inputs& x) {

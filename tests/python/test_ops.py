@@ -2,6 +2,7 @@
 import pytest
 
 import lockstep as torch
+import lockstep.nn as nn
 import lockstep.nn.functional as F
 from conftest import close
 
@@ -69,3 +70,32 @@ def test_like_factories_take_dtype_and_device():
     torch.manual_seed(0)
     assert r.tolist() == torch.randn(2, 3).tolist()
     assert torch.rand_like(x, requires_grad=True).requires_grad
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_and_the_reductions(golden, reduction):
+    a, b, t = golden["ops.a"], golden["ops.b"], golden["ops.ce_target"]
+    lp = F.log_softmax(a, dim=1)
+    close(F.nll_loss(lp, t, reduction=reduction), golden[f"loss.nll_{reduction}"])
+    close(nn.NLLLoss(reduction=reduction)(lp, t), golden[f"loss.nll_{reduction}"])
+    close(F.cross_entropy(a, t, reduction=reduction), golden[f"loss.ce_{reduction}"])
+    close(nn.CrossEntropyLoss(reduction=reduction)(a, t), golden[f"loss.ce_{reduction}"])
+    close(F.mse_loss(a, b, reduction=reduction), golden[f"loss.mse_{reduction}"])
+    close(nn.MSELoss(reduction=reduction)(a, b), golden[f"loss.mse_{reduction}"])
+
+
+def test_nll_loss_gradient_and_bad_input(golden):
+    x = golden["ops.a"].clone().requires_grad_(True)
+    F.nll_loss(F.log_softmax(x, dim=1), golden["ops.ce_target"], reduction="sum").backward()
+    close(x.grad, golden["loss.nll_sum_grad"])
+    lp = torch.zeros(2, 3)
+    with pytest.raises(IndexError, match="Target 3 is out of bounds"):
+        F.nll_loss(lp, torch.tensor([0, 3]))
+    with pytest.raises(torch.ShapeError):
+        F.nll_loss(lp, torch.tensor([0]))
+    with pytest.raises(torch.DTypeError):
+        F.nll_loss(lp, torch.zeros(2))
+    with pytest.raises(ValueError, match="not a valid value for reduction"):
+        F.mse_loss(lp, lp, reduction="avg")
+    with pytest.raises(ValueError, match="not a valid value for reduction"):
+        nn.CrossEntropyLoss(reduction="batchmean")

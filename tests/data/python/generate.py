@@ -148,6 +148,17 @@ out["sel.topk_values"], out["sel.topk_indices"] = v, i
 v, i = torch.topk(a, 2, dim=0, largest=False)
 out["sel.bottomk_values"], out["sel.bottomk_indices"] = v, i
 
+# ---- nll_loss and the losses' reductions (ops.ce_target has an ignored -100) ----
+t = out["ops.ce_target"]
+lp = F.log_softmax(a, dim=1)
+for r in ("mean", "sum", "none"):
+    out[f"loss.nll_{r}"] = F.nll_loss(lp, t, reduction=r)
+    out[f"loss.ce_{r}"] = F.cross_entropy(a, t, reduction=r)
+    out[f"loss.mse_{r}"] = F.mse_loss(a, b, reduction=r)
+x = a.clone().requires_grad_(True)
+F.nll_loss(F.log_softmax(x, dim=1), t, reduction="sum").backward()
+out["loss.nll_sum_grad"] = x.grad
+
 # ---- nanoGPT's generate with top_k=1 (greedy, so no random stream) from tests/data/gpt's model
 # after its five AdamW steps ----
 import importlib.util

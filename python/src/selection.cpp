@@ -88,28 +88,57 @@ void bind_selection(nb::module_& m, nb::class_<Tensor>& c) {
       .def("__gt__", [](const Tensor& a, nb::handle b) { return compare(gt, a, b); })
       .def("__ge__", [](const Tensor& a, nb::handle b) { return compare(ge, a, b); });
 
-  m.def("tril", &tril, "input"_a, "diagonal"_a = 0);
-  m.def("triu", &triu, "input"_a, "diagonal"_a = 0);
-  c.def("tril", &tril, "diagonal"_a = 0).def("triu", &triu, "diagonal"_a = 0);
+  constexpr const char* tril_doc =
+      "torch.tril: a copy with the elements above the `diagonal`-th diagonal of the last two "
+      "dimensions zeroed (0 the main one, > 0 above, < 0 below); any dtype. ShapeError for fewer "
+      "than 2 dimensions.";
+  constexpr const char* triu_doc =
+      "torch.triu: a copy with the elements below the `diagonal`-th diagonal zeroed; as tril.";
+  m.def("tril", &tril, "input"_a, "diagonal"_a = 0, tril_doc);
+  m.def("triu", &triu, "input"_a, "diagonal"_a = 0, triu_doc);
+  c.def("tril", &tril, "diagonal"_a = 0, tril_doc).def("triu", &triu, "diagonal"_a = 0, triu_doc);
+  constexpr const char* masked_fill_doc =
+      "torch.Tensor.masked_fill: `value` (a number or a 0-d tensor) where `mask` is nonzero. The "
+      "mask is int64 or float 0/1 (torch's bool; a comparison's result) and broadcasts with the "
+      "tensor. ShapeError when they do not broadcast; ValueError for a 0-d value that is not, or "
+      "a value an int64 tensor cannot hold; TypeError for a value that is not a number.";
   m.def("masked_fill", [](const Tensor& a, const Tensor& mask, nb::handle v) {
     return masked_fill(a, mask, value_of(v));
-  }, "input"_a, "mask"_a, "value"_a);
+  }, "input"_a, "mask"_a, "value"_a, masked_fill_doc);
   c.def("masked_fill", [](const Tensor& a, const Tensor& mask, nb::handle v) {
     return masked_fill(a, mask, value_of(v));
-  }, "mask"_a, "value"_a, "`value` where mask (int64 or float 0/1, e.g. a comparison) is nonzero.");
-  m.def("where", &where_of, "condition"_a, "input"_a, "other"_a);
+  }, "mask"_a, "value"_a, masked_fill_doc);
+  m.def("where", &where_of, "condition"_a, "input"_a, "other"_a,
+        "torch.where(condition, input, other): input where condition (int64 or float, nonzero "
+        "true) else other, in the three's broadcast shape; input and other are tensors of one "
+        "dtype or numbers. DTypeError for two dtypes, ShapeError when the shapes do not "
+        "broadcast.");
   c.def("where", [](const Tensor& self, const Tensor& cond, nb::handle other) {
     return where_of(cond, nb::cast(self), other);
   }, "condition"_a, "other"_a);
-  m.def("topk", &topk_result, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true);
-  c.def("topk", &topk_result, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true);
+  constexpr const char* topk_doc =
+      "torch.topk: (values, indices) of the k largest (or smallest) elements along `dim`, sorted, "
+      "NaN largest, ties lowest index first; indices int64. IndexError for a dim outside the "
+      "tensor, ValueError for k outside [0, size(dim)].";
+  m.def("topk", &topk_result, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true,
+        nb::sig("def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, "
+                "sorted: bool = True) -> tuple[Tensor, Tensor]"), topk_doc);
+  c.def("topk", &topk_result, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true,
+        nb::sig("def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) "
+                "-> tuple[Tensor, Tensor]"), topk_doc);
   auto sample = [](const Tensor& p, std::int64_t n, bool replacement, Generator* g) {
     return multinomial(p, n, replacement, g);
   };
+  constexpr const char* multinomial_doc =
+      "torch.multinomial: num_samples int64 category indices per row of `input` ([C] or [R, C] "
+      "non-negative weights, float), with or without replacement, from `generator` or the "
+      "default one: torch's distribution, not torch's stream. DTypeError for int64 weights, "
+      "ShapeError for another rank, ValueError for num_samples <= 0, more samples than "
+      "categories without replacement, a negative/inf/NaN weight or a zero row.";
   m.def("multinomial", sample, "input"_a, "num_samples"_a, "replacement"_a = false, nb::kw_only(),
-        "generator"_a = nb::none());
+        "generator"_a = nb::none(), multinomial_doc);
   c.def("multinomial", sample, "num_samples"_a, "replacement"_a = false, nb::kw_only(),
-        "generator"_a = nb::none());
+        "generator"_a = nb::none(), multinomial_doc);
 }
 
 }  // namespace lockstep::python

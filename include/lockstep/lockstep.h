@@ -40,6 +40,7 @@
 #include "lockstep/nn/state_dict.h"
 #include "lockstep/ops/autocast.h"
 #include "lockstep/ops/kernel_mode.h"
+#include "lockstep/ops/loss.h"
 #include "lockstep/ops/ops.h"
 #include "lockstep/ops/random.h"
 #include "lockstep/optim/adam.h"

@@ -9,6 +9,7 @@ message.
 """
 from __future__ import annotations
 
+import builtins as _builtins
 import contextlib as _contextlib
 import os as _os
 from collections import namedtuple as _namedtuple
@@ -21,13 +22,16 @@ from ._C import (  # noqa: F401  (re-exported: torch's names)
     Tensor, dtype, device, Generator,
     Error, ShapeError, DTypeError, DeviceError, CudaError, AutogradError, StateDictError,
     DataError, DistError, DistTimeoutError, IoError,
-    add, sub, mul, div, pow, eq, neg, exp, log, sqrt, tanh, sigmoid, relu, matmul, sum, mean,
+    add, sub, mul, div, pow, eq, neg, exp, log, sqrt, tanh, sigmoid, relu, matmul,
     argmax, softmax, log_softmax, reshape, flatten, transpose, permute, unsqueeze, squeeze,
-    narrow, index_select, cat, stack, chunk, tensor_split, split, randperm, zeros_like,
-    ones_like, manual_seed, is_grad_enabled,
+    narrow, index_select, cat, stack, chunk, tensor_split, randperm,
+    manual_seed, is_grad_enabled,
+    ne, lt, le, gt, ge, tril, triu, masked_fill, where, topk, multinomial,
 )
 
 __version__ = "0.1.0"
+
+less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 
 float32 = float = dtype.float32
 float64 = double = dtype.float64
@@ -132,6 +136,102 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     if dtype is None and not all(isinstance(v, int) for v in (start, end, step)):
         dtype = float32
     return _C._arange(start, end, step, dtype, _dev(device), requires_grad)
+
+
+def _like(input, dtype, device):
+    return {"dtype": input.dtype if dtype is None else dtype,
+            "device": input.device if device is None else device}
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Zeros of ``input``'s shape, and its dtype and device unless given (torch.zeros_like)."""
+    return zeros(input.shape, **_like(input, dtype, device), requires_grad=requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Ones of ``input``'s shape, and its dtype and device unless given (torch.ones_like)."""
+    return ones(input.shape, **_like(input, dtype, device), requires_grad=requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Uninitialised, ``input``'s shape, dtype and device unless given (torch.empty_like)."""
+    return empty(input.shape, **_like(input, dtype, device), requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """``fill_value`` in ``input``'s shape, dtype and device unless given (torch.full_like)."""
+    return full(input.shape, fill_value, **_like(input, dtype, device), requires_grad=requires_grad)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+    """U[0, 1) samples of ``input``'s shape (torch.rand_like): a float dtype."""
+    return rand(input.shape, **_like(input, dtype, device), requires_grad=requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+    """N(0, 1) samples of ``input``'s shape (torch.randn_like): a float dtype."""
+    return randn(input.shape, **_like(input, dtype, device), requires_grad=requires_grad)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """torch.split: pieces of ``split_size_or_sections`` along ``dim`` (an int: equal pieces, the
+    last smaller; a list of ints: those sizes, which must sum to the dimension's size —
+    lockstep.ValueError, a ValueError and RuntimeError, otherwise, as torch's RuntimeError)."""
+    if isinstance(split_size_or_sections, int):
+        return _C.split(tensor, split_size_or_sections, dim)
+    sizes = [int(s) for s in split_size_or_sections]
+    n = tensor.size(dim)
+    if any(s < 0 for s in sizes) or _builtins.sum(sizes) != n:
+        raise _C.ValueError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
+                         f"tensor's size at dimension {dim}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(tensor.narrow(dim, start, s))
+        start += s
+    return tuple(out)
+
+
+def _tensor_split_method(self, split_size, dim=0):
+    return split(self, split_size, dim)
+
+
+def _reducer(name):
+    """torch.sum / torch.mean (and the methods) with ``dim`` an int, a tuple or list of ints (each
+    reduced, highest first; IndexError for one outside the tensor, lockstep.ValueError for one
+    named twice, as torch's RuntimeError) or None (every element), and the ``dtype`` keyword
+    (the input converted first)."""
+    native = getattr(_C, name)
+
+    def reduce(input, dim=None, keepdim=False, *, dtype=None):
+        if dtype is not None:
+            input = input.to(dtype)
+        if dim is None:
+            if keepdim:
+                dim = tuple(range(input.dim()))
+            else:
+                return native(input)
+        if isinstance(dim, int):
+            return native(input, dim, keepdim)
+        dims = [d + input.dim() if isinstance(d, int) and d < 0 else d for d in dim]
+        for d, orig in zip(dims, dim):
+            if not isinstance(d, int) or not 0 <= d < _builtins.max(input.dim(), 1):
+                raise IndexError(f"{name}: dimension {orig} out of range for a {input.dim()}-d tensor")
+        if len(set(dims)) != len(dims):
+            raise _C.ValueError(f"{name}: dim {dims} appears multiple times in the list of dims")
+        out = input
+        for d in sorted(dims, reverse=True):
+            out = native(out, d, keepdim)
+        return out
+
+    reduce.__name__ = name
+    return reduce
+
+
+sum = _reducer("sum")
+mean = _reducer("mean")
+Tensor.sum = lambda self, dim=None, keepdim=False, *, dtype=None: sum(self, dim, keepdim, dtype=dtype)
+Tensor.mean = lambda self, dim=None, keepdim=False, *, dtype=None: mean(self, dim, keepdim, dtype=dtype)
+Tensor.split = _tensor_split_method
 
 
 _NUMPY_DTYPES = {float32: _np.float32, float64: _np.float64, int64: _np.int64}
@@ -281,4 +381,5 @@ from . import distributed  # noqa: E402
 from . import nn  # noqa: E402
 from . import optim  # noqa: E402
 from . import utils  # noqa: E402
+from . import models  # noqa: E402
 from ._serialization import save, load  # noqa: E402,F401

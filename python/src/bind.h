@@ -20,6 +20,8 @@ void bind_tensor(nb::module_& m);
 /// Called by bind_tensor with the Tensor class being built.
 void bind_interop(nb::module_& m, nb::class_<Tensor>& c);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& c);
+/// Comparisons, tril/triu, masked_fill, where, topk, multinomial (selection.cpp).
+void bind_selection(nb::module_& m, nb::class_<Tensor>& c);
 void bind_indexing(nb::class_<Tensor>& c);
 void bind_factories(nb::module_& m, nb::class_<Tensor>& c);
 void bind_nn(nb::module_& m);
@@ -29,6 +31,8 @@ void bind_optim(nb::module_& m);
 void bind_io(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_parallel(nb::module_& m);
+/// nanoGPT's GPT and ResNet-20 (models.cpp), after bind_nn.
+void bind_models(nb::module_& m);
 
 /// Whether a call on `x` should run without the GIL: long enough (>= 32K elements) that another
 /// Python thread (a DataParallel replica's forward) gains from running meanwhile. Below that a

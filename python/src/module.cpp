@@ -19,6 +19,7 @@ NB_MODULE(_C, m) {
   bind_errors(m);
   bind_tensor(m);
   bind_nn(m);
+  bind_models(m);
   bind_optim(m);
   bind_io(m);
   bind_data(m);

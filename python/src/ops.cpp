@@ -11,6 +11,7 @@
 
 #include "bind.h"
 #include "lockstep/autograd/grad_mode.h"
+#include "lockstep/ops/loss.h"
 #include "lockstep/ops/ops.h"
 
 namespace lockstep::python {
@@ -134,8 +135,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
   m.def("div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, "input"_a, "other"_a);
   m.def("div", [](const Tensor& a, double s) { return a / s; }, "input"_a, "other"_a);
   m.def("pow", [](const Tensor& a, double p) { return pow(a, p); }, "input"_a, "exponent"_a);
-  m.def("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, "input"_a, "other"_a,
-        "Elementwise equality as int64 0/1 (torch returns bool; Lockstep has no bool dtype yet).");
   m.def("neg", &neg, "input"_a);
   m.def("exp", &exp, "input"_a);
   m.def("log", &log, "input"_a);
@@ -193,10 +192,17 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
         "input"_a, "sections"_a, "dim"_a = 0);
   m.def("split", [](const Tensor& a, std::int64_t s, int d) { return split(a, s, d); }, "tensor"_a,
         "split_size_or_sections"_a, "dim"_a = 0);
-  m.def("cross_entropy", [](const Tensor& x, const Tensor& t, std::int64_t ignore_index) {
-    return cross_entropy(x, t, ignore_index);
-  }, "input"_a, "target"_a, "ignore_index"_a = -100);
-  m.def("mse_loss", [](const Tensor& x, const Tensor& t) { return mse_loss(x, t); }, "input"_a, "target"_a);
+  m.def("cross_entropy", [](const Tensor& x, const Tensor& t, std::int64_t ignore_index,
+                            const std::string& reduction) {
+    return cross_entropy(x, t, ignore_index, reduction_from(reduction));
+  }, "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean");
+  m.def("nll_loss", [](const Tensor& x, const Tensor& t, std::int64_t ignore_index,
+                       const std::string& reduction) {
+    return nll_loss(x, t, ignore_index, reduction_from(reduction));
+  }, "input"_a, "target"_a, "ignore_index"_a = -100, "reduction"_a = "mean");
+  m.def("mse_loss", [](const Tensor& x, const Tensor& t, const std::string& reduction) {
+    return mse_loss(x, t, reduction_from(reduction));
+  }, "input"_a, "target"_a, "reduction"_a = "mean");
   m.def("dropout", [](const Tensor& x, double p, bool training, bool inplace) {
     return dropout(x, p, training);
   }, "input"_a, "p"_a = 0.5, "training"_a = true, "inplace"_a = false);
@@ -264,14 +270,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
       })
       .def("__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); })
       .def("__eq__", [](const Tensor& a, double s) { return eq(a, scalar_tensor(s, a.options())); })
-      .def("__ne__", [](const Tensor& a, const Tensor& b) {
-        const Tensor e = eq(a, b);
-        return sub(ones_like(e), e);
-      })
-      .def("__ne__", [](const Tensor& a, double s) {
-        const Tensor e = eq(a, scalar_tensor(s, a.options()));
-        return sub(ones_like(e), e);
-      })
+      .def("__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); })
+      .def("__ne__", [](const Tensor& a, double s) { return ne(a, scalar_tensor(s, a.options())); })
       .def("__iadd__", [](Tensor& a, nb::handle b) { return inplace(a, b, add, add, "+="); })
       .def("__isub__", [](Tensor& a, nb::handle b) { return inplace(a, b, sub, sub, "-="); })
       .def("__imul__", [](Tensor& a, nb::handle b) { return inplace(a, b, mul, mul, "*="); })
@@ -289,7 +289,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
       .def("div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, "other"_a)
       .def("div", [](const Tensor& a, double s) { return a / s; }, "other"_a)
       .def("pow", [](const Tensor& a, double p) { return pow(a, p); }, "exponent"_a)
-      .def("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, "other"_a)
       .def("neg", [](const Tensor& a) { return neg(a); })
       .def("exp", [](const Tensor& a) { return exp(a); })
       .def("log", [](const Tensor& a) { return log(a); })

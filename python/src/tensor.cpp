@@ -197,6 +197,7 @@ void bind_tensor(nb::module_& m) {
           [](Tensor& x, const Tensor& other) { x.set_data(other); });
   bind_interop(m, t);
   bind_ops(m, t);
+  bind_selection(m, t);
   bind_indexing(t);
   bind_factories(m, t);
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lockstep/core/tensor.h"
+#include "ops/device_ops.h"
 #include "ops/kernels.h"
 
 namespace lockstep::cuda_ops {
@@ -157,9 +158,9 @@ void math(MathOp op, const Tensor& x, const Tensor& y, double param = 0);
 /// Gelu and GeluTanh (Exp and Log compose from mul / div).
 void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor& gi,
                    double param = 0);
-/// out (int64, the broadcast shape of a and b) = 1 where a == b, else 0 (torch.eq; NaN equals
-/// nothing, equal infinities are equal); float, double, int64.
-void eq(const Tensor& a, const Tensor& b, const Tensor& out);
+/// out (int64, the broadcast shape of a and b) = 1 where `a op b`, else 0 (torch.eq, ne, lt, le,
+/// gt, ge; kernels::shared::compare_one's IEEE rules); float, double, int64.
+void compare(kernels::shared::Compare op, const Tensor& a, const Tensor& b, const Tensor& out);
 /// out = a op b where a and b broadcast to out's shape (NumPy rules, any ranks); float, double
 /// and int64 (no int64 division). out must not alias a or b.
 void binary_broadcast(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);

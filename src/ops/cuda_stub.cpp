@@ -62,7 +62,9 @@ void math(MathOp, const Tensor&, const Tensor&, double) { not_built("math"); }
 void math_backward(MathOp, const Tensor&, const Tensor&, const Tensor&, double) {
   not_built("math_backward");
 }
-void eq(const Tensor&, const Tensor&, const Tensor&) { not_built("eq"); }
+void compare(kernels::shared::Compare, const Tensor&, const Tensor&, const Tensor&) {
+  not_built("compare");
+}
 void binary_broadcast(kernels::BinaryOp, const Tensor&, const Tensor&, const Tensor&) {
   not_built("binary_broadcast");
 }

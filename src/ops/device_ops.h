@@ -8,6 +8,7 @@
 //     backward (the CPU ops' expressions of src/ops/elementwise.cpp, operation by operation; the
 //     GELU's CPU op calls these bodies itself; the exact GELU in float32 on float_math.h's
 //     library-free exp and Φ, the same bits on the GPU as on the CPU);
+//   - the comparisons (eq, ne, lt, le, gt, ge) of two elements;
 //   - softmax / log_softmax of one line, max / argmax of one line along a dimension, and the
 //     order-independent accumulator of the whole-tensor max / argmax (src/ops/reduce.cpp).
 // Arithmetic goes through optim::rules::add/sub/mul/div (round-to-nearest intrinsics on the GPU,
@@ -53,6 +54,22 @@ LOCKSTEP_HOST_DEVICE inline void strided_offsets(const StridedIter& it, std::int
     o0 += k * it.strides[0][d];
     o1 += k * it.strides[1][d];
   }
+}
+
+/// torch's comparisons eq, ne, lt, le, gt, ge of two elements as int64 0/1. IEEE rules: a NaN
+/// compares false with everything, except ne, which is true.
+enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
+template <class T>
+LOCKSTEP_HOST_DEVICE inline std::int64_t compare_one(Compare op, T a, T b) {
+  switch (op) {
+    case Compare::Eq: return a == b;
+    case Compare::Ne: return a != b;
+    case Compare::Lt: return a < b;
+    case Compare::Le: return a <= b;
+    case Compare::Gt: return a > b;
+    case Compare::Ge: return a >= b;
+  }
+  return 0;
 }
 
 /// A reduction of `in` to `out` (sum_to, sum along a dimension): output element o sums the input

@@ -246,39 +246,51 @@ Tensor mul(const Tensor& a, double s) {
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) {
-  detail::check_same("eq", a, b);
-  // torch.eq: a == b per element after broadcasting (equal infinities are equal, NaN equals
-  // nothing), compared directly over the broadcast iteration space of strided_plan.h.
-  const Shape s = detail::broadcast_shapes("eq", a.shape(), b.shape());
+namespace {
+
+// torch.eq/ne/lt/le/gt/ge: `a op b` per element after broadcasting, as int64 0/1 (no gradient),
+// compared directly over the broadcast iteration space of strided_plan.h.
+Tensor compare(const char* name, kernels::shared::Compare op, const Tensor& a, const Tensor& b) {
+  detail::check_same(name, a, b);
+  const Shape s = detail::broadcast_shapes(name, a.shape(), b.shape());
   Tensor out = empty(s, TensorOptions(kInt64).device(a.device()));
   if (out.numel() == 0) return out;
   if (a.device().is_cuda()) {
-    cuda_ops::eq(a, b, out);
+    cuda_ops::compare(op, a, b, out);
     return out;
   }
   const detail::StridedIter it = detail::broadcast_iter(s, a.shape(), b.shape());
-  auto compare = [&](const auto* pa, const auto* pb) {
+  auto loop = [&](const auto* pa, const auto* pb) {
     std::int64_t* po = out.data_ptr<std::int64_t>();
     for (std::int64_t i = 0, n = out.numel(); i < n; ++i) {
       std::int64_t oa = 0, ob = 0;
       kernels::shared::strided_offsets(it, i, oa, ob);
-      po[i] = pa[oa] == pb[ob];
+      po[i] = kernels::shared::compare_one(op, pa[oa], pb[ob]);
     }
   };
   switch (a.dtype()) {
     case DType::Float32:
-      compare(a.data_ptr<float>(), b.data_ptr<float>());
+      loop(a.data_ptr<float>(), b.data_ptr<float>());
       break;
     case DType::Float64:
-      compare(a.data_ptr<double>(), b.data_ptr<double>());
+      loop(a.data_ptr<double>(), b.data_ptr<double>());
       break;
     case DType::Int64:
-      compare(a.data_ptr<std::int64_t>(), b.data_ptr<std::int64_t>());
+      loop(a.data_ptr<std::int64_t>(), b.data_ptr<std::int64_t>());
       break;
   }
   return out;
 }
+
+}  // namespace
+
+using kernels::shared::Compare;
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", Compare::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", Compare::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", Compare::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", Compare::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", Compare::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", Compare::Ge, a, b); }
 
 Tensor pow(const Tensor& a, double p) {
   Tensor out = unary("pow", cuda_ops::MathOp::Pow, p, a,

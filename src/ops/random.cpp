@@ -1,11 +1,14 @@
 // In-place samplers uniform_, normal_, random_, bernoulli_ (lockstep/ops/random.h): PyTorch's
 // kernels (src/ops/torch_random.cpp) on an MT19937 generator, Lockstep's transformations on
-// Philox.
+// Philox; and multinomial, by inverse CDF on the same uniform draws.
 #include "lockstep/ops/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
@@ -129,6 +132,68 @@ Tensor& bernoulli_(Tensor& t, double p, Generator* gen) {
       return (torch ? torch_random::bernoulli(g, p) : g.next_double() < p) ? 1 : 0;
     });
   });
+}
+
+Tensor multinomial(const Tensor& input, std::int64_t num_samples, bool replacement,
+                   Generator* gen) {
+  detail::check_defined("multinomial", input);
+  if (!is_floating(input.dtype()))
+    throw DTypeError("multinomial only supports floating-point dtypes for input, got: " +
+                     to_string(input.dtype()));
+  if (input.dim() < 1 || input.dim() > 2)
+    throw ShapeError("multinomial: prob_dist must be 1 or 2 dim, got " + input.shape().str());
+  if (num_samples <= 0)
+    throw ValueError("multinomial: cannot sample n_sample <= 0 samples (got " +
+                     std::to_string(num_samples) + ")");
+  const std::int64_t cats = input.size(-1), rows = input.dim() == 1 ? 1 : input.size(0);
+  if (!replacement && num_samples > cats)
+    throw ValueError("multinomial: cannot sample n_sample > prob_dist.size(-1) samples without "
+                     "replacement (" + std::to_string(num_samples) + " > " + std::to_string(cats) + ")");
+  const std::vector<double> p = input.to(kFloat64).to_vector<double>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (std::int64_t j = 0; j < cats; ++j) {
+      const double v = p[static_cast<std::size_t>(r * cats + j)];
+      if (!(v >= 0 && std::isfinite(v)))
+        throw ValueError("multinomial: probability tensor contains either `inf`, `nan` or "
+                         "element < 0 (row " + std::to_string(r) + ", column " + std::to_string(j) + ")");
+      sum += v;
+    }
+    if (!(sum > 0))
+      throw ValueError("multinomial: invalid multinomial distribution (sum of probabilities <= 0) "
+                       "in row " + std::to_string(r));
+  }
+  const Shape shape = input.dim() == 1 ? Shape{num_samples} : Shape{rows, num_samples};
+  Tensor out = Tensor::empty(shape, TensorOptions(kInt64));
+  const bool torch = is_mt19937(gen);
+  Generator& g = gen ? *gen : default_generator();
+  std::unique_lock<std::mutex> lock(g.mutex(), std::defer_lock);
+  if (!gen) lock.lock();
+  std::int64_t* po = out.data_ptr<std::int64_t>();
+  std::vector<double> w(static_cast<std::size_t>(cats)), cum(w.size());
+  std::vector<char> taken(w.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(p.begin() + r * cats, cats, w.begin());
+    std::fill(taken.begin(), taken.end(), 0);
+    for (std::int64_t s = 0; s < num_samples; ++s) {
+      std::partial_sum(w.begin(), w.end(), cum.begin());
+      const double total = cum.back();
+      std::int64_t k = 0;
+      if (total > 0) {
+        // The first category whose cumulative weight exceeds u·total (one of positive weight);
+        // past the end only when u·total rounds up to total: the last positive one.
+        const double u = torch ? torch_random::uniform_real(g, 0.0, 1.0) : g.next_double();
+        k = std::upper_bound(cum.begin(), cum.end(), u * total) - cum.begin();
+        while (k == cats || w[static_cast<std::size_t>(k)] == 0) --k;
+      } else {  // without replacement and no positive weight left: the unchosen ones in order
+        k = std::find(taken.begin(), taken.end(), 0) - taken.begin();
+      }
+      po[r * num_samples + s] = k;
+      taken[static_cast<std::size_t>(k)] = 1;
+      if (!replacement) w[static_cast<std::size_t>(k)] = 0;
+    }
+  }
+  return input.device().is_cpu() ? out : out.to(input.device());
 }
 
 }  // namespace lockstep

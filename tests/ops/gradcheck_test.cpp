@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "lockstep/ops/loss.h"
 #include "support/gradcheck.h"
 #include "support/tolerance.h"
 
@@ -153,6 +154,30 @@ std::vector<Case> cases() {
          return dropout(x[0], 0.3, true, &g);
        }},
       {"dropout_eval", {S7x33}, [](const Inputs& x) { return dropout(x[0], 0.3, false); }},
+      // selection (src/ops/mask.cpp, topk.cpp)
+      {"tril_batched", {{2, 4, 3}}, [](const Inputs& x) { return tril(x[0], 0); }},
+      {"triu_above", {{4, 5}}, [](const Inputs& x) { return triu(x[0], 1); }},
+      {"masked_fill_broadcast", {{3, 4}},
+       [](const Inputs& x) { return masked_fill(x[0], ints({1, 0, 0, 1}), -2.0); }},
+      {"masked_fill_mask_wider", {{4}},
+       [](const Inputs& x) { return masked_fill(x[0], tensor(std::span<const std::int64_t>(
+           std::vector<std::int64_t>{1, 0, 0, 1, 0, 1, 1, 0}), {2, 4}), 0.5); }},
+      {"where_broadcast", {{3, 1}, {4}},
+       [](const Inputs& x) { return where(ints({0, 1, 1, 0}), x[0], x[1]); }},
+      {"topk_dim1", {{3, 6}}, [](const Inputs& x) { return topk(x[0], 2, 1).first; }},
+      {"topk_smallest_dim0", {{5, 2}},
+       [](const Inputs& x) { return topk(x[0], 3, 0, /*largest=*/false).first; }},
+      // losses with a reduction (lockstep/ops/loss.h); row 1's target is ignored
+      {"nll_loss_mean", {{4, 3}},
+       [](const Inputs& x) { return nll_loss(x[0], ints({2, -100, 0, 1})); }},
+      {"nll_loss_sum", {{4, 3}},
+       [](const Inputs& x) { return nll_loss(x[0], ints({2, -100, 0, 1}), -100, Reduction::Sum); }},
+      {"nll_loss_none", {{4, 3}},
+       [](const Inputs& x) { return nll_loss(x[0], ints({2, -100, 0, 1}), -100, Reduction::None); }},
+      {"cross_entropy_none", {{4, 3}},
+       [](const Inputs& x) { return cross_entropy(x[0], ints({2, 1, 0, 1}), -100, Reduction::None); }},
+      {"mse_loss_sum", {{3, 2}, {3, 2}},
+       [](const Inputs& x) { return mse_loss(x[0], x[1], Reduction::Sum); }},
       // a composite: a 2-layer MLP with its loss
       {"mlp_cross_entropy", {{7, 5}, {4, 5}, {4}, {3, 4}, {3}},
        [](const Inputs& x) {

@@ -39,8 +39,16 @@ Tensor sub(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
 /// a^p elementwise for a scalar exponent (float dtypes).
 Tensor pow(const Tensor& a, double p);
-/// Elementwise equality as int64 0/1 (no gradient); shapes broadcast.
+/// torch.eq, ne, lt, le, gt, ge: `a op b` elementwise as int64 0/1 (torch returns bool; Lockstep
+/// has no bool dtype, so a comparison's result is the 0/1 mask that masked_fill and where take);
+/// no gradient; shapes broadcast. IEEE rules: NaN compares false, except ne. Same dtype and
+/// device (DTypeError / DeviceError), ShapeError naming both shapes when they do not broadcast.
 Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
 
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
@@ -145,6 +153,32 @@ std::vector<Tensor> tensor_split(const Tensor& a, std::int64_t sections, int dim
 std::vector<Tensor> split(const Tensor& a, std::int64_t split_size, int dim = 0);
 /// Split sizes of tensor_split(n, sections) without touching data.
 std::vector<std::int64_t> split_sizes(std::int64_t n, std::int64_t sections);
+
+// ---- selection (src/ops/mask.cpp, topk.cpp; CPU only: DeviceError on a GPU) -------------------
+/// torch.tril / torch.triu: a copy of `a` (at least 2-d; the last two dimensions are the matrix,
+/// batched over the rest) with the elements above (tril) or below (triu) the `diagonal`-th
+/// diagonal zeroed (0 the main one, > 0 above it, < 0 below). Any dtype; the gradient is tril/triu
+/// of the incoming one. ShapeError for fewer than 2 dimensions.
+Tensor tril(const Tensor& a, std::int64_t diagonal = 0);
+Tensor triu(const Tensor& a, std::int64_t diagonal = 0);
+/// torch.Tensor.masked_fill: `a` with `value` where `mask` is nonzero. The mask is an int64 or
+/// float 0/1 tensor (torch takes bool; Lockstep has no bool dtype: a comparison's result, eq/lt/...,
+/// is such a mask); a and mask broadcast (the result has their broadcast shape). The gradient
+/// flows to a where the mask is 0. ShapeError naming both shapes when they do not broadcast;
+/// ValueError for an int64 `a` and a value int64 cannot hold (±inf, NaN, ≥ 2^63).
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+/// torch.where(condition, x, y): x where condition (int64 or float, nonzero = true) else y,
+/// in the broadcast shape of the three; x and y of one dtype and device (DTypeError / DeviceError).
+/// Gradients flow to x where the condition holds and to y elsewhere.
+Tensor where(const Tensor& condition, const Tensor& x, const Tensor& y);
+/// torch.topk: the k largest (largest = true) or smallest elements along `dim` and their int64
+/// indices, each of a's shape with size k along dim, in order (largest first, or smallest first;
+/// `sorted` is accepted, the result is always sorted). NaN counts as larger than every number, as
+/// torch's; equal values come lowest index first (torch leaves ties unspecified). Any dtype; the
+/// gradient is scattered back to the chosen positions. IndexError for dim outside a; ValueError
+/// for k < 0 or k > a.size(dim) ("selected index k out of range").
+std::pair<Tensor, Tensor> topk(const Tensor& a, std::int64_t k, int dim = -1, bool largest = true,
+                               bool sorted = true);
 
 // ---- losses and regularisation ---------------------------------------------------------------
 /// Mean cross-entropy of logits [N, C] against class indices target [N] (int64), as

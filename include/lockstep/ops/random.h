@@ -25,4 +25,17 @@ Tensor& random_(Tensor& t, Generator* gen = nullptr);
 /// docs/design.md, "Random streams"). ValueError when p is outside [0, 1].
 Tensor& bernoulli_(Tensor& t, double p, Generator* gen = nullptr);
 
+/// torch.multinomial: `num_samples` category indices per row of `input` ([C] -> [num_samples],
+/// [R, C] -> [R, num_samples], int64, on input's device), drawn with probability proportional to
+/// the row's non-negative weights (they need not sum to 1), with or without replacement (without:
+/// each index at most once per row; when fewer than num_samples weights are positive the rest are
+/// the unchosen indices in increasing order). One uniform draw per sample (the torch_random
+/// uniform double on MT19937, next_double on Philox) picks by inverse CDF: the distribution is
+/// torch's, the stream is not (torch draws exponentials, through MKL on x86 builds).
+/// DTypeError for an int64 input; ShapeError for a rank other than 1 or 2; ValueError for
+/// num_samples <= 0, num_samples > C without replacement, a negative, infinite or NaN weight, or
+/// a row summing to 0 (torch's messages).
+Tensor multinomial(const Tensor& input, std::int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr);
+
 }  // namespace lockstep

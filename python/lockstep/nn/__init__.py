@@ -15,7 +15,7 @@ from .module import Module  # noqa: F401
 from .layers import (  # noqa: F401
     Linear, ReLU, Tanh, Sigmoid, GELU, Dropout, Flatten, Conv2d, MaxPool2d, AvgPool2d,
     AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d, SyncBatchNorm, LayerNorm, Embedding,
-    CrossEntropyLoss, MSELoss, Identity,
+    CrossEntropyLoss, NLLLoss, MSELoss, Identity,
 )
 from .containers import Sequential, ModuleList, ModuleDict  # noqa: F401
 from .data_parallel import DataParallel  # noqa: F401

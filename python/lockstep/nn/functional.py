@@ -8,11 +8,14 @@ from .._C import (  # noqa: F401
 )
 
 
+_REDUCTIONS = ("none", "mean", "sum")
+
+
 def _check_loss_options(weight, reduction, label_smoothing, size_average=None, reduce=None):
     if weight is not None:
         raise ValueError("class weights are not supported (weight must be None)")
-    if reduction != "mean":
-        raise ValueError(f"reduction='{reduction}' is not supported (only 'mean')")
+    if reduction not in _REDUCTIONS:
+        raise _C.ValueError(f"{reduction} is not a valid value for reduction")
     if label_smoothing != 0.0:
         raise ValueError("label_smoothing is not supported (must be 0.0)")
     if size_average is not None or reduce is not None:
@@ -21,15 +24,26 @@ def _check_loss_options(weight, reduction, label_smoothing, size_average=None, r
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
-    """Mean cross-entropy of logits [N, C] against int64 targets [N] (torch's, reduction='mean')."""
+    """Cross-entropy of logits [N, C] against int64 targets [N], targets equal to ignore_index
+    left out (torch's): 'mean' over the counted targets, 'sum', or 'none' ([N], 0 where
+    ignored)."""
     _check_loss_options(weight, reduction, label_smoothing, size_average, reduce)
-    return _C.cross_entropy(input, target, ignore_index)
+    return _C.cross_entropy(input, target, ignore_index, reduction)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log-likelihood of log-probabilities [N, C] (or [C] with a 0-d target) at int64
+    targets [N] (torch.nn.functional.nll_loss; PyTorch's examples/mnist pairs it with
+    log_softmax). IndexError for a target outside [0, C) ("Target k is out of bounds")."""
+    _check_loss_options(weight, reduction, 0.0, size_average, reduce)
+    return _C.nll_loss(input, target, ignore_index, reduction)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """mean((input - target)^2) (torch.nn.functional.mse_loss, reduction='mean')."""
+    """(input - target)^2: its mean, its sum, or elementwise ('none')."""
     _check_loss_options(None, reduction, 0.0, size_average, reduce)
-    return _C.mse_loss(input, target)
+    return _C.mse_loss(input, target, reduction)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):

@@ -94,28 +94,43 @@ class LayerNorm(_C.LayerNorm):
 
 
 class CrossEntropyLoss(Module):
-    """Mean cross-entropy of logits [N, C] against int64 class indices [N]
-    (torch.nn.CrossEntropyLoss, reduction='mean'). IndexError naming the row for a target
-    outside [0, C)."""
+    """Cross-entropy of logits [N, C] against int64 class indices [N] (torch.nn.CrossEntropyLoss;
+    reduction 'mean', 'sum' or 'none'). IndexError naming the row for a target outside [0, C)."""
 
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
                  reduction="mean", label_smoothing=0.0):
         super().__init__()
         F._check_loss_options(weight, reduction, label_smoothing, size_average, reduce)
         self.ignore_index = ignore_index
+        self.reduction = reduction
 
     def forward(self, input, target):
-        return _C.cross_entropy(input, target, self.ignore_index)
+        return _C.cross_entropy(input, target, self.ignore_index, self.reduction)
+
+
+class NLLLoss(Module):
+    """torch.nn.NLLLoss: F.nll_loss with the module's ignore_index and reduction."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        super().__init__()
+        F._check_loss_options(weight, reduction, 0.0, size_average, reduce)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return _C.nll_loss(input, target, self.ignore_index, self.reduction)
 
 
 class MSELoss(Module):
-    """mean((input - target)^2) (torch.nn.MSELoss, reduction='mean')."""
+    """(input - target)^2 reduced by ``reduction`` (torch.nn.MSELoss)."""
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
         F._check_loss_options(None, reduction, 0.0, size_average, reduce)
+        self.reduction = reduction
 
     def forward(self, input, target):
-        return _C.mse_loss(input, target)
+        return _C.mse_loss(input, target, self.reduction)
 
 

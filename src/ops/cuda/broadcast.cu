@@ -41,29 +41,30 @@ __global__ void binary_strided_kernel(Binary op, const T* a, const T* b, T* out,
 }
 
 template <class T>
-__global__ void eq_strided_kernel(const T* a, const T* b, std::int64_t* out, StridedIter it,
-                                  std::int64_t n) {
+__global__ void compare_strided_kernel(shared::Compare op, const T* a, const T* b,
+                                       std::int64_t* out, StridedIter it, std::int64_t n) {
   LOCKSTEP_GRID_STRIDE(i, n) {
     std::int64_t oa = 0, ob = 0;
     shared::strided_offsets(it, i, oa, ob);
-    out[i] = a[oa] == b[ob] ? 1 : 0;
+    out[i] = shared::compare_one(op, a[oa], b[ob]);
   }
 }
 
 }  // namespace
 
 template <class T>
-void eq_strided(const T* a, const T* b, std::int64_t* out, const StridedIter& it, std::int64_t n,
-                Exec exec) {
-  detail::launch_n("eq", n, exec, eq_strided_kernel<T>, a, b, out, it, n);
+void compare_strided(shared::Compare op, const T* a, const T* b, std::int64_t* out,
+                     const StridedIter& it, std::int64_t n, Exec exec) {
+  detail::launch_n("compare", n, exec, compare_strided_kernel<T>, op, a, b, out, it, n);
 }
 
-template void eq_strided<float>(const float*, const float*, std::int64_t*, const StridedIter&,
-                                std::int64_t, Exec);
-template void eq_strided<double>(const double*, const double*, std::int64_t*, const StridedIter&,
-                                 std::int64_t, Exec);
-template void eq_strided<std::int64_t>(const std::int64_t*, const std::int64_t*, std::int64_t*,
-                                       const StridedIter&, std::int64_t, Exec);
+template void compare_strided<float>(shared::Compare, const float*, const float*, std::int64_t*,
+                                     const StridedIter&, std::int64_t, Exec);
+template void compare_strided<double>(shared::Compare, const double*, const double*,
+                                      std::int64_t*, const StridedIter&, std::int64_t, Exec);
+template void compare_strided<std::int64_t>(shared::Compare, const std::int64_t*,
+                                            const std::int64_t*, std::int64_t*,
+                                            const StridedIter&, std::int64_t, Exec);
 
 template <class T>
 void binary_strided(Binary op, const T* a, const T* b, T* out, const StridedIter& it,

@@ -328,11 +328,12 @@ template <class T>
 void math_backward(Math op, const T* g, const T* saved, T* gi, std::int64_t n, double param,
                    Exec exec);
 
-/// out[i] = a[off0(i)] == b[off1(i)] ? 1 : 0 (int64) for i < n, the iteration space of `it`
-/// (broadcast_iter): torch.eq, as the CPU's loop over the same plan. float, double, int64.
+/// out[i] = compare_one(op, a[off0(i)], b[off1(i)]) (int64 0/1) for i < n, the iteration space
+/// of `it` (broadcast_iter): torch.eq/ne/lt/le/gt/ge, as the CPU's loop over the same plan.
+/// float, double, int64.
 template <class T>
-void eq_strided(const T* a, const T* b, std::int64_t* out, const StridedIter& it, std::int64_t n,
-                Exec exec);
+void compare_strided(shared::Compare op, const T* a, const T* b, std::int64_t* out,
+                     const StridedIter& it, std::int64_t n, Exec exec);
 
 /// out[i] = a[off0(i)] op b[off1(i)] for i < n = the iteration space's size (broadcasting; `it`
 /// from broadcast_iter); float, double and int64 (Add, Sub, Mul; Div for floats). Each

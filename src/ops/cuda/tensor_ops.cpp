@@ -516,13 +516,13 @@ void math_backward(MathOp op, const Tensor& g, const Tensor& saved, const Tensor
   });
 }
 
-void eq(const Tensor& a, const Tensor& b, const Tensor& out) {
+void compare(kernels::shared::Compare op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
   const auto it = detail::broadcast_iter(out.shape(), a.shape(), b.shape());
   visit_all(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    kc::eq_strided<T>(ptr<T>(a), ptr<T>(b), ptr<std::int64_t>(out), it, n, exec_of(a));
+    kc::compare_strided<T>(op, ptr<T>(a), ptr<T>(b), ptr<std::int64_t>(out), it, n, exec_of(a));
   });
 }
 

@@ -129,6 +129,74 @@ for epoch in range(10):
     losses.append(crit(ref(RX[800:]), Ry[800:]).item())
 out["refprog.val_losses_f64"] = torch.tensor(losses, dtype=torch.float64)
 
+# ---- selection ops: comparisons (bool as int64 0/1), tril/triu, masked_fill, where, topk ----
+_rng = torch.get_rng_state()  # restored below: torch_sequential.safetensors keeps its weights
+a, b = out["ops.a"], out["ops.b"]
+for name in ("lt", "le", "gt", "ge", "ne"):
+    out[f"sel.{name}"] = getattr(torch, name)(a, b).long()
+out["sel.tril1"] = torch.tril(a, 1)
+out["sel.triu_m1"] = torch.triu(a, -1)
+torch.manual_seed(3)
+att = torch.randn(2, 2, 5, 5)
+out["sel.att"] = att
+# nanoGPT's manual attention: the causal mask as a buffer, masked_fill(bias == 0, -inf), softmax.
+bias = torch.tril(torch.ones(5, 5)).view(1, 1, 5, 5)
+out["sel.causal_softmax"] = F.softmax(att.masked_fill(bias[:, :, :5, :5] == 0, float("-inf")), dim=-1)
+out["sel.where"] = torch.where(a > 0, a, b)
+v, i = torch.topk(a, 3, dim=1)
+out["sel.topk_values"], out["sel.topk_indices"] = v, i
+v, i = torch.topk(a, 2, dim=0, largest=False)
+out["sel.bottomk_values"], out["sel.bottomk_indices"] = v, i
+
+# ---- nll_loss and the losses' reductions (ops.ce_target has an ignored -100) ----
+t = out["ops.ce_target"]
+lp = F.log_softmax(a, dim=1)
+for r in ("mean", "sum", "none"):
+    out[f"loss.nll_{r}"] = F.nll_loss(lp, t, reduction=r)
+    out[f"loss.ce_{r}"] = F.cross_entropy(a, t, reduction=r)
+    out[f"loss.mse_{r}"] = F.mse_loss(a, b, reduction=r)
+x = a.clone().requires_grad_(True)
+F.nll_loss(F.log_softmax(x, dim=1), t, reduction="sum").backward()
+out["loss.nll_sum_grad"] = x.grad
+
+# ---- nanoGPT's generate with top_k=1 (greedy, so no random stream) from tests/data/gpt's model
+# after its five AdamW steps ----
+import importlib.util
+import safetensors.torch
+_here = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location(
+    "make_gpt_golden", os.path.join(_here, "..", "gpt", "make_gpt_golden.py"))
+gg = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gg)
+
+
+@torch.no_grad()
+def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+    # nanoGPT's GPT.generate (model.py at commit 3adf61e1, MIT License, Copyright (c) 2022
+    # Andrej Karpathy), verbatim but for its comments.
+    for _ in range(max_new_tokens):
+        idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
+        logits, _ = self(idx_cond)
+        logits = logits[:, -1, :] / temperature
+        if top_k is not None:
+            v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+            logits[logits < v[:, [-1]]] = -float('Inf')
+        probs = F.softmax(logits, dim=-1)
+        idx_next = torch.multinomial(probs, num_samples=1)
+        idx = torch.cat((idx, idx_next), dim=1)
+    return idx
+
+
+gpt = gg.GPT(gg.GPTConfig(**gg.CONFIGS["bias"]))
+gpt.load_state_dict(safetensors.torch.load_file(os.path.join(_here, "..", "gpt", "gpt_bias_final.safetensors")))
+gpt.eval()
+prompt = torch.tensor([[5, 19, 4, 8, 3], [2, 1, 2, 16, 10]])
+out["gpt.prompt"] = prompt
+out["gpt.greedy"] = generate(gpt, prompt, 14, temperature=0.8, top_k=1)  # 19 > block_size 16: cropped
+logits, _ = gpt(prompt)
+out["gpt.last_logits"] = logits
+torch.set_rng_state(_rng)
+
 out = {k: v.contiguous().clone() for k, v in out.items()}
 save_file(out, os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.safetensors"),
           metadata={"torch": torch.__version__,

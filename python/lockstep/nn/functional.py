@@ -34,7 +34,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log-likelihood of log-probabilities [N, C] (or [C] with a 0-d target) at int64
-    targets [N] (torch.nn.functional.nll_loss; PyTorch's examples/mnist pairs it with
+    targets [N] (torch.nn.functional.nll_loss; pytorch/examples:mnist/main.py pairs it with
     log_softmax). IndexError for a target outside [0, C) ("Target k is out of bounds")."""
     _check_loss_options(weight, reduction, 0.0, size_average, reduce)
     return _C.nll_loss(input, target, ignore_index, reduction)

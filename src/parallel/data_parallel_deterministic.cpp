@@ -11,7 +11,7 @@
 #include "lockstep/parallel/data_parallel.h"
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
-#include "parallel/shard_group.h"
+#include "lockstep/dist/detail/shard_group.h"
 
 namespace lockstep::parallel {
 
@@ -104,7 +104,7 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
   // module that runs collectives has its shards run at once.
   const bool concurrent = module_->runs_collectives();
   const auto groups =
-      detail::shard_groups(pl.pieces.size(), options_.process_group, g.rank_pieces, concurrent);
+      dist::detail::shard_groups(pl.pieces.size(), options_.process_group, g.rank_pieces, concurrent);
   replicas_->run_shards(
       pl.ranges, concurrent, groups,
       [&](std::size_t k) {

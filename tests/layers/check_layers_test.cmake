@@ -56,7 +56,7 @@ write(src/data/bad.cpp "#include \"lockstep/lockstep.h\"")
 write(src/gizmo/thing.cpp "#include \"lockstep/core/tensor.h\"")
 set(expected
   "src/core/bad.cpp:3: #include \"lockstep/ops/ops.h\": layer core reaches include/lockstep/ops/ops.h of layer ops, which is not below it: core may include only core"
-  "src/dist/bad.cpp:2: #include <lockstep/nn/module.h>: layer dist reaches include/lockstep/nn/module.h of layer nn, which is not below it: dist may include only dist, core"
+  "src/dist/bad.cpp:2: #include <lockstep/nn/module.h>: layer dist reaches include/lockstep/nn/module.h of layer nn, which is not below it: dist may include only dist, ops, core"
   "src/nn/bad.h:2: #include \"parallel/detail.h\": layer nn reaches src/parallel/detail.h of layer parallel"
   "src/io/bad.cpp:1: #include \"../../app/cli.h\": reaches app/cli.h, outside the library"
   "src/data/bad.cpp:1: #include \"lockstep/lockstep.h\": includes the umbrella header include/lockstep/lockstep.h"

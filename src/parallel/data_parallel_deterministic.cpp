@@ -1,7 +1,7 @@
 // DataParallel's deterministic mode (route (a), docs/design.md): the global batch is cut into
 // shards of shard_size samples fixed by B alone; each shard's forward/backward runs on its own,
 // single-threaded, and writes its gradient into row s of a [shards, parameters] buffer; the rows
-// are summed by one fixed pairwise tree over shard indices (src/ops/tree_sum.h). Across
+// are summed by one fixed pairwise tree over shard indices (include/lockstep/ops/detail/tree_sum.h). Across
 // ranks DistributedDataParallel's gather_shards puts every rank's rows in global shard order
 // first, so the bits equal one process's with the same shards.
 #include <cmath>

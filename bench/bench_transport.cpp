@@ -5,7 +5,7 @@
 // on the main thread (float32 256x256 matmuls, calibrated on rank 0 to --compute-ms and
 // broadcast), and an all_reduce_async of --bytes of float32 gradients on the group's
 // communication thread, its data moved as LOCKSTEP_MPI_DATA says:
-//   sockets  the group's TCP connections (src/dist/mpi/socket_mesh.h: non-blocking, asleep in
+//   sockets  the group's TCP connections (src/dist/tcp/socket_mesh.h: non-blocking, asleep in
 //            poll() between events, SO_RCVLOWAT; the default)
 //   mpi      Open MPI's non-blocking collectives (its TCP transport, progressed by MPI_Test with
 //            50 us sleeps: src/dist/mpi/mpi_wait.cpp)

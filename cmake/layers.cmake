@@ -3,7 +3,7 @@
 #
 #   lockstep_backend(<option> DIRS <src folder>... STUBS <file>...)
 #   lockstep_layer(<name> DIRS <folder>... [DEPENDS <layer>...])
-#   lockstep_layer_check()
+#   lockstep_layer_check([CONSUMERS <folder>...])
 #
 # A layer owns src/<folder>/ and include/lockstep/<folder>/ for each of its folders; its target
 # lockstep_<name> (exported as lockstep::<name>) compiles every .cpp (and .cu with LOCKSTEP_CUDA)
@@ -100,12 +100,16 @@ endfunction()
 
 # After the last lockstep_layer(): writes the graph for cmake/check_layers.cmake to
 # lockstep_layers.cmake in the build folder and adds the check as a build step every layer's
-# compilation waits for. It reruns whenever a file under src/ or include/ changes; a violation
-# fails the build, naming file, line and rule.
+# compilation waits for. CONSUMERS: the folders (relative to the source tree) that sit on top of
+# every layer and may include only include/lockstep/ and their own files. It reruns whenever a
+# file under src/, include/ or a consumer folder changes; a violation fails the build, naming
+# file, line and rule.
 function(lockstep_layer_check)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "CONSUMERS")
   get_property(layers GLOBAL PROPERTY LOCKSTEP_LAYERS)
   set(rules "# Written by lockstep_layer_check() (cmake/layers.cmake): the lockstep_layer() graph.\n")
   string(APPEND rules "set(LOCKSTEP_LAYERS ${layers})\n")
+  string(APPEND rules "set(LOCKSTEP_CONSUMERS ${arg_CONSUMERS})\n")
   foreach(layer IN LISTS layers)
     get_property(dirs GLOBAL PROPERTY LOCKSTEP_LAYER_${layer}_DIRS)
     get_property(below GLOBAL PROPERTY LOCKSTEP_LAYER_${layer}_BELOW)
@@ -116,13 +120,17 @@ function(lockstep_layer_check)
   file(CONFIGURE OUTPUT ${rules_file} CONTENT "${rules}" @ONLY)  # rewritten only when changed
 
   set(checker ${PROJECT_SOURCE_DIR}/cmake/check_layers.cmake)
-  file(GLOB_RECURSE inputs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/* ${PROJECT_SOURCE_DIR}/include/*)
+  set(globs ${PROJECT_SOURCE_DIR}/src/* ${PROJECT_SOURCE_DIR}/include/*)
+  foreach(consumer IN LISTS arg_CONSUMERS)
+    list(APPEND globs ${PROJECT_SOURCE_DIR}/${consumer}/*)
+  endforeach()
+  file(GLOB_RECURSE inputs CONFIGURE_DEPENDS ${globs})
   set(stamp ${PROJECT_BINARY_DIR}/lockstep_layers.stamp)
   add_custom_command(OUTPUT ${stamp}
     COMMAND ${CMAKE_COMMAND} -DROOT=${PROJECT_SOURCE_DIR} -DRULES=${rules_file} -DSTAMP=${stamp}
             -P ${checker}
     DEPENDS ${checker} ${rules_file} ${inputs}
-    COMMENT "Checking the includes of src/ and include/ against the layer graph"
+    COMMENT "Checking the includes of the library and its consumers against the layer graph"
     VERBATIM)
   add_custom_target(lockstep_layer_check ALL DEPENDS ${stamp})
   foreach(layer IN LISTS layers)

@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "lockstep/io/safetensors.h"
-#include "lockstep/nn/state_dict.h"
+#include "lockstep/core/state_dict.h"
 
 namespace lockstep::app {
 

@@ -5,14 +5,14 @@
 #include <string>
 
 #include "core/mt19937.h"
-#include "core/philox.h"
+#include "lockstep/core/detail/philox.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
 
 std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> c,
                                         std::array<std::uint32_t, 2> k) {
-  detail::philox4x32_10(c.data(), k[0], k[1]);  // src/core/philox.h, shared with the GPU
+  detail::philox4x32_10(c.data(), k[0], k[1]);  // include/lockstep/core/detail/philox.h, shared with the GPU
   return c;
 }
 

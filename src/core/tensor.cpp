@@ -5,7 +5,7 @@
 // core depends on no other layer (docs/design.md, "Layers").
 #include "lockstep/core/tensor.h"
 
-#include "core/wrap_dim.h"
+#include "lockstep/core/detail/wrap_dim.h"
 #include "lockstep/core/pool.h"
 
 namespace lockstep {

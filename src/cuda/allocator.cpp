@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "cuda/graph_pool.h"
 #include "lockstep/cuda/graph.h"
 

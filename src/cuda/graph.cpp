@@ -6,7 +6,7 @@
 #include <array>
 #include <mutex>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "cuda/graph_pool.h"
 
 namespace lockstep::cuda {

@@ -6,7 +6,7 @@
 #include <array>
 #include <mutex>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "lockstep/cuda/graph.h"
 
 namespace lockstep::cuda {

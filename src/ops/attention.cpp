@@ -12,7 +12,7 @@
 #include "lockstep/ops/autocast.h"
 #include "ops/batched_kernels.h"
 #include "ops/cuda_attention_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

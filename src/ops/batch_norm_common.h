@@ -5,7 +5,7 @@
 #include <string>
 
 #include "lockstep/core/tensor.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/pool_norm_bodies.h"
 
 namespace lockstep::detail {

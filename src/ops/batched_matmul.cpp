@@ -9,7 +9,7 @@
 #include "lockstep/core/error.h"
 #include "ops/batched_kernels.h"
 #include "ops/cuda_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep::detail {
 

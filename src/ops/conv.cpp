@@ -8,7 +8,7 @@
 
 #include "ops/conv_kernels.h"
 #include "ops/cuda_conv_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

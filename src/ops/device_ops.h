@@ -23,9 +23,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/wrapping.h"
+#include "ops/wrapping.h"
 #include "ops/float_math.h"
-#include "ops/update_rules.h"
+#include "lockstep/ops/detail/update_rules.h"
 
 namespace lockstep::kernels::shared {
 

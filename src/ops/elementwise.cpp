@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/wrapping.h"
+#include "ops/wrapping.h"
 #include "lockstep/core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/strided_plan.h"
 
 namespace lockstep {

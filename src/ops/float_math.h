@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ops/update_rules.h"
+#include "lockstep/ops/detail/update_rules.h"
 
 namespace lockstep::kernels::shared {
 

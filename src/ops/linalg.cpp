@@ -6,7 +6,7 @@
 #include "ops/batched_kernels.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

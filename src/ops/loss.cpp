@@ -6,7 +6,7 @@
 #include "lockstep/cuda/graph.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/torch_random.h"
 
 namespace lockstep {
@@ -175,7 +175,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
     std::int64_t rows = x.dim() == 0 ? 1 : x.size(0);
     std::int64_t cols = rows == 0 ? 0 : x.numel() / rows;
     if (on_gpu) {
-      // The same Philox words and rule on the device (src/core/philox.h): the CPU's mask.
+      // The same Philox words and rule on the device (include/lockstep/core/detail/philox.h): the CPU's mask.
       cuda_ops::dropout_mask_keyed(mask, rows, cols, t_key.seed, t_key.step, call,
                                    t_key.sample_offset, p, scale);
     } else {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/cuda_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/strided_plan.h"
 
 namespace lockstep {

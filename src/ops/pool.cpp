@@ -8,7 +8,7 @@
 #include <string>
 
 #include "ops/cuda_pool_norm_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/pool_norm_kernels.h"
 
 namespace lockstep {

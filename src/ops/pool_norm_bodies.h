@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "ops/update_rules.h"
+#include "lockstep/ops/detail/update_rules.h"
 
 namespace lockstep::kernels::shared {
 

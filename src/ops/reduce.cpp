@@ -3,10 +3,10 @@
 #include <cmath>
 #include <limits>
 
-#include "core/wrapping.h"
+#include "ops/wrapping.h"
 #include "ops/cuda_ops.h"
 #include "ops/kernels.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "ops/cuda_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

@@ -4,11 +4,11 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/wrapping.h"
+#include "ops/wrapping.h"
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/tensor.h"
 #include "ops/cuda_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

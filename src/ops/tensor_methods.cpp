@@ -10,7 +10,7 @@
 #include "lockstep/core/tensor.h"
 #include "lockstep/ops/ops.h"
 #include "ops/cuda_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

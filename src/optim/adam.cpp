@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "lockstep/autograd/grad_mode.h"
-#include "ops/cuda_ops.h"
+#include "lockstep/ops/detail/cuda_steps.h"
 #include "optim/flat_step.h"
-#include "ops/update_rules.h"
+#include "lockstep/ops/detail/update_rules.h"
 
 namespace lockstep::optim {
 

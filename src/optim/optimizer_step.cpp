@@ -6,7 +6,7 @@
 #include "lockstep/cuda/graph.h"
 #include "lockstep/ops/ops.h"
 #include "lockstep/optim/optimizer.h"
-#include "ops/cuda_ops.h"
+#include "lockstep/ops/detail/cuda_steps.h"
 #include "optim/flat_step.h"
 
 namespace lockstep::optim {

@@ -1,9 +1,9 @@
 #include "lockstep/optim/sgd.h"
 
 #include "lockstep/autograd/grad_mode.h"
-#include "ops/cuda_ops.h"
+#include "lockstep/ops/detail/cuda_steps.h"
 #include "optim/flat_step.h"
-#include "ops/update_rules.h"
+#include "lockstep/ops/detail/update_rules.h"
 
 namespace lockstep::optim {
 

@@ -12,7 +12,7 @@
 #include "lockstep/ops/autocast.h"
 #include "lockstep/ops/ops.h"
 #include "parallel/detail.h"
-#include "parallel/hybrid_group.h"
+#include "lockstep/dist/detail/hybrid_group.h"
 #include "parallel/replicas.h"
 
 namespace lockstep::parallel {
@@ -112,7 +112,7 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
     groups_ = dist::new_thread_group(static_cast<int>(n));
   }
   if (options_.process_group)
-    for (auto& g : groups_) g = std::make_shared<detail::HybridGroup>(g, options_.process_group);
+    for (auto& g : groups_) g = std::make_shared<dist::detail::HybridGroup>(g, options_.process_group);
   replicas_ = std::make_unique<detail::ReplicaSet>(*module_, master_, devices_, threads);
   replicas_->set_groups(groups_);
   // Only replica 0's reduced gradients are read (they become the master's .grad), so the

@@ -1,7 +1,7 @@
 // DataParallel's deterministic mode (route (a), docs/design.md): the global batch is cut into
 // shards of shard_size samples fixed by B alone; each shard's forward/backward runs on its own,
 // single-threaded, and writes its gradient into row s of a [shards, parameters] buffer; the rows
-// are summed by one fixed pairwise tree over shard indices (src/ops/tree_sum.h). Across
+// are summed by one fixed pairwise tree over shard indices (include/lockstep/ops/detail/tree_sum.h). Across
 // ranks DistributedDataParallel's gather_shards puts every rank's rows in global shard order
 // first, so the bits equal one process's with the same shards.
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "lockstep/parallel/data_parallel.h"
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
-#include "parallel/shard_group.h"
+#include "lockstep/dist/detail/shard_group.h"
 
 namespace lockstep::parallel {
 
@@ -104,7 +104,7 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
   // module that runs collectives has its shards run at once.
   const bool concurrent = module_->runs_collectives();
   const auto groups =
-      detail::shard_groups(pl.pieces.size(), options_.process_group, g.rank_pieces, concurrent);
+      dist::detail::shard_groups(pl.pieces.size(), options_.process_group, g.rank_pieces, concurrent);
   replicas_->run_shards(
       pl.ranges, concurrent, groups,
       [&](std::size_t k) {

@@ -13,7 +13,7 @@
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
 #include "parallel/scatter_gather.h"
-#include "parallel/shard_group.h"
+#include "lockstep/dist/detail/shard_group.h"
 
 namespace lockstep::parallel {
 
@@ -88,7 +88,7 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   if (options_.deterministic) {
     std::vector<std::int64_t> rank_shards;
     auto ranks = forward_shard_ranks(static_cast<std::int64_t>(pl.pieces.size()), rank_shards);
-    shard_groups = detail::shard_groups(pl.pieces.size(), ranks, rank_shards, concurrent);
+    shard_groups = dist::detail::shard_groups(pl.pieces.size(), ranks, rank_shards, concurrent);
     replicas_->run_shards(
         pl.ranges, concurrent, shard_groups,
         [&](std::size_t k) {

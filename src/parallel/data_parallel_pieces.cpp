@@ -9,7 +9,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/parallel/data_parallel.h"
-#include "ops/cuda_ops.h"
+#include "lockstep/ops/detail/cuda_steps.h"
 #include "parallel/detail.h"
 #include "parallel/replicas.h"
 
@@ -104,7 +104,7 @@ std::vector<char> DataParallel::reduce_slots(const Tensor& slots,
   const auto n = static_cast<std::int64_t>(devices_.size());
   if (slots.device().is_cuda()) {
     // On a GPU: one launch on the slots' device, one thread per column, the same tree
-    // (src/ops/tree_sum.h), so the bits equal the CPU's.
+    // (include/lockstep/ops/detail/tree_sum.h), so the bits equal the CPU's.
     cuda_ops::tree_sum_rows(slots);
   } else {
     replicas_->run(devices_.size(), [&](std::size_t k) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "lockstep/nn/module.h"
-#include "ops/tree_sum.h"  // tree_sum_columns, tree_sum
+#include "lockstep/ops/detail/tree_sum.h"  // tree_sum_columns, tree_sum
 
 namespace lockstep::parallel::detail {
 

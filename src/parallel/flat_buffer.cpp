@@ -2,7 +2,7 @@
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep::parallel {
 

@@ -8,7 +8,7 @@
 #include "lockstep/cuda/graph.h"
 #include "lockstep/ops/ops.h"
 #include "lockstep/parallel/gradient_reducer.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep::parallel {
 

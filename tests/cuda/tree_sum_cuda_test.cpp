@@ -15,7 +15,7 @@
 #include "lockstep/lockstep.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda_ops.h"
-#include "ops/tree_sum.h"
+#include "lockstep/ops/detail/tree_sum.h"
 
 namespace lockstep::testing {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "lockstep/lockstep.h"
 #include "ops/batched_kernels.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "support/tolerance.h"
 
 namespace lockstep::testing {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "support/bf16_emulation.h"
 #include "support/helpers.h"
 #include "support/tolerance.h"

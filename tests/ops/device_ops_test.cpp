@@ -1,6 +1,6 @@
 // The host half of the CUDA op paths, verified without a GPU: the per-element and per-line bodies
 // the CUDA kernels run (src/ops/device_ops.h), the index plans their launches get
-// (src/ops/strided_plan.h) and the Philox functions of the dropout kernels (src/core/philox.h)
+// (src/ops/strided_plan.h) and the Philox functions of the dropout kernels (include/lockstep/core/detail/philox.h)
 // are run here on the host and compared with the CPU ops, bit for bit. On a GPU only the math
 // library (exp, log, erf, pow: CUDA's, within a few ulp) and the launch itself differ;
 // tests/cuda/tensor_ops_test.cpp compares the kernels with the CPU ops there.
@@ -16,10 +16,10 @@
 #include <random>
 #include <vector>
 
-#include "core/philox.h"
+#include "lockstep/core/detail/philox.h"
 #include "lockstep/lockstep.h"
 #include "ops/kernels.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/strided_plan.h"
 #include "support/tolerance.h"
 

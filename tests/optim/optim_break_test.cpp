@@ -1,5 +1,5 @@
 // Breaker probes: the CPU optimizers, now built on the shared per-element rules
-// (src/ops/update_rules.h), still follow torch.optim at float64 — SGD with momentum, dampening
+// (include/lockstep/ops/detail/update_rules.h), still follow torch.optim at float64 — SGD with momentum, dampening
 // and weight decay, SGD nesterov with weight decay, Adam with (coupled) weight decay, AdamW —
 // including the has-gradient rule (a parameter without a gradient at one step is skipped: its
 // value and state untouched, its Adam step count not advanced).

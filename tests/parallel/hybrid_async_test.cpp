@@ -1,4 +1,4 @@
-// HybridGroup's started collectives (DDP's ranks × local replicas, parallel/hybrid_group.h), over
+// HybridGroup's started collectives (DDP's ranks × local replicas, lockstep/dist/detail/hybrid_group.h), over
 // in-process threads groups standing in for the ranks: the shared async bodies
 // (tests/support/async_bodies.h) on every member, reduce_async to member 0 (DataParallel's
 // reducers) bit-identical to the blocking reduce on every rank's replica 0, and the bfloat16 wire
@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "parallel/hybrid_group.h"
+#include "lockstep/dist/detail/hybrid_group.h"
 #include "support/async_bodies.h"
 
 namespace lockstep::testing {
@@ -27,7 +27,7 @@ void on_members(Shape2 s, const std::function<void(dist::ProcessGroup&)>& body) 
   std::vector<std::shared_ptr<dist::ProcessGroup>> members;
   for (int r = 0; r < s.ranks; ++r)
     for (auto& local : dist::new_thread_group(s.locals))
-      members.push_back(std::make_shared<parallel::detail::HybridGroup>(
+      members.push_back(std::make_shared<dist::detail::HybridGroup>(
           local, global[static_cast<std::size_t>(r)]));
   std::vector<std::string> errors(members.size());
   std::vector<std::thread> threads;

@@ -12,7 +12,7 @@
 #include "lockstep/autograd/node.h"
 #include "lockstep/dist/current_group.h"
 #include "lockstep/parallel/distributed.h"
-#include "parallel/shard_group.h"
+#include "lockstep/dist/detail/shard_group.h"
 #include "support/collective_probe.h"
 #include "support/helpers.h"
 
@@ -107,7 +107,7 @@ TEST(ShardGroup, SumsInShardOrderAcrossRanks) {
     for (int l = 0; l < 2; ++l)
       shards.emplace_back([&, l] {
         const auto s = static_cast<std::size_t>(2 * rank + l);
-        parallel::detail::ShardGroup group(locals[static_cast<std::size_t>(l)], ranks, {2, 2});
+        dist::detail::ShardGroup group(locals[static_cast<std::size_t>(l)], ranks, {2, 2});
         EXPECT_EQ(group.rank(), static_cast<int>(s));
         Tensor t = full({1}, xs[s]);
         group.all_reduce(t, dist::ReduceOp::Sum);

@@ -1,9 +1,9 @@
-// The fixed pairwise tree of deterministic mode (src/ops/tree_sum.h), pinned without a GPU:
+// The fixed pairwise tree of deterministic mode (include/lockstep/ops/detail/tree_sum.h), pinned without a GPU:
 // the CPU's tree_sum_columns / tree_sum and the CUDA kernel kernels::cuda::tree_sum_rows all walk
 // for_each_tree_pair, so a change to the shared schedule fails here (and the kernel is compared
 // with tree_sum_columns bit for bit on a GPU in tests/cuda/tree_sum_cuda_test.cpp). Expected
 // values are written out by hand below, one association per row count.
-#include "ops/tree_sum.h"
+#include "lockstep/ops/detail/tree_sum.h"
 
 #include <gtest/gtest.h>
 

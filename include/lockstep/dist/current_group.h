@@ -17,8 +17,8 @@ namespace lockstep::dist {
 /// every replica then runs each step, one without rows (batch < devices, a rank with an empty
 /// batch) on 0 rows, and one whose targets are all ignored backpropagates zeros, so each meets
 /// the others' collectives. In deterministic mode it is the group of the step's shards in global shard order (member s =
-/// shard s, counted over every rank's shards; src/parallel/shard_group.h), so a collective lines
-/// up however the shards are spread over devices and ranks, and its result is the same bits for
+/// shard s, counted over every rank's shards; lockstep/dist/detail/shard_group.h), so a collective
+/// lines up however the shards are spread over devices and ranks, and its result is the same bits for
 /// any spread (Sum adds the members in member order). A module whose forward or backward calls
 /// one must declare it (nn::Module::runs_collectives()): its shards then run at once, one thread
 /// and one replica each (CPU devices only); undeclared, the shards of a device run one after

@@ -10,7 +10,7 @@
 
 #include "lockstep/core/tensor.h"
 #include "lockstep/nn/args.h"
-#include "lockstep/nn/state_dict.h"
+#include "lockstep/core/state_dict.h"
 
 namespace lockstep::nn {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "lockstep/nn/state_dict.h"
+#include "lockstep/core/state_dict.h"
 #include "lockstep/optim/optimizer.h"
 
 namespace lockstep::optim {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "lockstep/core/tensor.h"
-#include "lockstep/nn/state_dict.h"
+#include "lockstep/core/state_dict.h"
 
 namespace lockstep::cuda_ops {
 struct FlatGraphTable;

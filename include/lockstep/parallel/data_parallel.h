@@ -48,7 +48,7 @@
 // Deterministic mode (options.deterministic): the global batch is cut into shards of
 // options.shard_size samples, independent of the device count; each shard's gradient is computed
 // on its own with the same shapes wherever it runs, and shard gradients are combined by one fixed
-// pairwise tree over shard indices (src/ops/tree_sum.h). Final parameters are then
+// pairwise tree over shard indices (include/lockstep/ops/detail/tree_sum.h). Final parameters are then
 // bit-identical for any number of devices. Cost: per-shard GEMMs (smaller, less efficient) and a
 // [shards, parameters] buffer (float32/float64, the parameters' dtype) on device_ids[0]. On GPUs
 // the same plan: shard gradients are computed on each GPU, their rows copied to device_ids[0]
@@ -387,7 +387,7 @@ class DataParallel : public nn::Module {
   // Returns the bytes copied.
   std::int64_t gather_rows(const Tensor& slots, const std::vector<Tensor>& blocks,
                            const Plan& pl) const;
-  // Sums the rows of `slots` into row 0 with the fixed tree of src/ops/tree_sum.h (on the
+  // Sums the rows of `slots` into row 0 with the fixed tree of include/lockstep/ops/detail/tree_sum.h (on the
   // CPU with its columns split over the workers, on a GPU by one kernel launch, the same bits);
   // returns, per parameter, whether any piece produced a gradient.
   std::vector<char> reduce_slots(const Tensor& slots, const std::vector<std::vector<char>>& had);

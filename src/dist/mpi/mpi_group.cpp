@@ -130,8 +130,8 @@ MpiGroup::MpiGroup(MPI_Comm comm, MPI_Comm roll, const MpiOptions& options)
           "init_mpi: the ranks disagree on LOCKSTEP_MPI_DATA (sockets on some, mpi "
           "on others); set it the same for every rank (mpirun -x)");
     if (chosen[0] == 1)
-      mesh_ = SocketMesh::connect(comm_, rank_, size_, hosts_.empty(), rank_names_,
-                                  std::clamp(timeout_s_, 1.0, 60.0));
+      mesh_ = tcp::SocketMesh::connect(comm_, rank_, size_, hosts_.empty(), rank_names_,
+                                       std::clamp(timeout_s_, 1.0, 60.0));
   }
 }
 

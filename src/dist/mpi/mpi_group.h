@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "dist/comm_queue.h"
-#include "dist/mpi/socket_mesh.h"
+#include "dist/tcp/socket_mesh.h"
 #include "lockstep/dist/mpi.h"
 
 namespace lockstep::dist::mpi_detail {
@@ -219,7 +219,7 @@ class MpiGroup final : public ProcessGroup {
 
   // The collectives' data path (socket_mesh.h); null on one rank and with LOCKSTEP_MPI_DATA=mpi,
   // where the data moves through MPI's non-blocking collectives.
-  std::unique_ptr<SocketMesh> mesh_;
+  std::unique_ptr<tcp::SocketMesh> mesh_;
 
   detail::CommQueue queue_;  // the communication thread (the group is never destroyed)
 };

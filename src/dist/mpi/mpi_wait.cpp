@@ -114,7 +114,7 @@ void MpiGroup::wait_mesh() {
     bool done = false;
     try {
       done = mesh_->progress();
-    } catch (const SocketError& e) {
+    } catch (const tcp::SocketError& e) {
       // A peer that failed on its own sends its notice before it closes the connection.
       serve_roll_call();
       if (notice_from_ >= 0) fail_notified_by_peer();

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "lockstep/cuda/runtime.h"
 
 namespace lockstep::dist::nccl_detail {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "lockstep/cuda/runtime.h"
 #include "lockstep/dist/nccl.h"
 

@@ -1,7 +1,7 @@
 // Fast elementwise kernels: contiguous loops the compiler vectorises for the shapes training
 // produces (same shape, scalar operand, a trailing-dimension row such as a bias). Anything else
 // falls back to the reference broadcasting kernel.
-#include "core/wrapping.h"
+#include "ops/wrapping.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels::cpu {

@@ -5,7 +5,7 @@
 // on every run), and grid-stride kernels for the normalization and SyncBatchNorm's dx.
 #include <cuda_runtime.h>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"

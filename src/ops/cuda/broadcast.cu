@@ -2,7 +2,7 @@
 // linear index through the host-planned StridedIter (src/ops/strided_plan.h).
 #include <type_traits>
 
-#include "core/wrapping.h"
+#include "ops/wrapping.h"
 #include "ops/cuda/launch.cuh"
 
 namespace lockstep::kernels::cuda {

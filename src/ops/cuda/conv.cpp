@@ -23,7 +23,7 @@
 #include <mutex>
 #include <string>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "lockstep/cuda/allocator.h"
 #include "lockstep/cuda/runtime.h"
 #include "ops/cuda_conv_ops.h"

@@ -1,6 +1,6 @@
 // Training-mode dropout masks on the GPU, bit for bit the CPU's (see kernels.h): the same
-// Philox4x32-10 function and the same word-to-mask rules (src/core/philox.h).
-#include "core/philox.h"
+// Philox4x32-10 function and the same word-to-mask rules (include/lockstep/core/detail/philox.h).
+#include "lockstep/core/detail/philox.h"
 #include "ops/cuda/launch.cuh"
 
 namespace lockstep::kernels::cuda {

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "cuda/check.h"
-#include "ops/cuda/device_math.cuh"
+#include "lockstep/cuda/detail/check.h"
+#include "lockstep/ops/detail/device_math.cuh"
 #include "ops/cuda/kernels.h"
-#include "ops/tree_sum.h"
+#include "lockstep/ops/detail/tree_sum.h"
 
 namespace lockstep::kernels::cuda {
 
@@ -129,7 +129,7 @@ __global__ void bias_grad_kernel(const T* grad, T* out, std::int64_t rows, std::
   }
 }
 
-// Deterministic mode's tree (src/ops/tree_sum.h), one thread per column: each thread walks
+// Deterministic mode's tree (include/lockstep/ops/detail/tree_sum.h), one thread per column: each thread walks
 // the shared schedule over its column in place, as tree_sum_columns does on the CPU.
 template <class T>
 __global__ void tree_sum_rows_kernel(T* base, std::int64_t rows, std::int64_t width) {

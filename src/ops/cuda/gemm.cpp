@@ -12,7 +12,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "lockstep/cuda/allocator.h"
 #include "ops/cuda/kernels.h"
 

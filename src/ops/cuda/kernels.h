@@ -165,7 +165,7 @@ void bias_grad(const T* grad, T* out, std::int64_t rows, std::int64_t cols, Exec
 /// The fixed pairwise tree of deterministic mode over the rows of base [rows, width] (row-major,
 /// contiguous), per column: column j's total lands in base[j] (row 0), rows 1.. hold partial sums
 /// afterwards — bit for bit what the CPU's parallel::detail::tree_sum_columns leaves (both walk
-/// parallel::detail::for_each_tree_pair, src/ops/tree_sum.h; each addition rounds once,
+/// parallel::detail::for_each_tree_pair, include/lockstep/ops/detail/tree_sum.h; each addition rounds once,
 /// without FMA). One thread per column, no atomics: the same bits on every run and launch shape.
 /// Nothing is launched when rows ≤ 1 or width == 0.
 template <class T>
@@ -222,7 +222,7 @@ struct AdamHyper {
   bool decoupled = false;  ///< AdamW: p ← p·(1 − lr·weight_decay) instead of g ← g + wd·p
 };
 
-// The optimizer kernels apply the per-element formulas of src/ops/update_rules.h (the same
+// The optimizer kernels apply the per-element formulas of include/lockstep/ops/detail/update_rules.h (the same
 // functions the CPU loops call: rules::sgd_element, rules::adam_element), with the step's scalars
 // computed on the host by rules::sgd_scalars / rules::adam_scalars, so the per-parameter and the
 // flat kernels (and the CPU) make the same operations in the same order, without FMA. Hyper-
@@ -288,7 +288,7 @@ std::int64_t assign_flat_blocks(FlatSegment<T>* segments, std::int64_t count);
 /// (first = kFlatFirstStep), bit for bit. momentum_buf (the flat state) may be nullptr when
 /// momentum == 0 (ValueError otherwise). Nothing is launched when blocks == 0.
 /// device_scalars (CUDA graphs): nullptr, or device memory holding the step's
-/// optim::rules::SgdScalars<T> (src/ops/update_rules.h), which the kernel then reads instead of
+/// optim::rules::SgdScalars<T> (include/lockstep/ops/detail/update_rules.h), which the kernel then reads instead of
 /// computing them from `hyper`, so a captured launch uses the values written there before each
 /// replay (the learning rate may change between replays).
 template <class T>
@@ -397,7 +397,7 @@ void index_select_backward(const T* g, const std::int64_t* index, T* gi, std::in
 
 /// Keyed dropout mask (lockstep::dropout under a DropoutKeyGuard) of a [rows, cols] view:
 /// mask[row·cols + j] = 0 where word (j % 4) of Philox(counter (sample_offset + row, step, call,
-/// j / 4), key seed) · 2^-32 < p, else scale — bit for bit the CPU's mask (src/core/philox.h).
+/// j / 4), key seed) · 2^-32 < p, else scale — bit for bit the CPU's mask (include/lockstep/core/detail/philox.h).
 template <class T>
 void dropout_mask_keyed(T* mask, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
                         std::uint64_t step, std::uint32_t call, std::int64_t sample_offset,

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "cuda/check.h"
-#include "ops/cuda/device_math.cuh"
+#include "lockstep/cuda/detail/check.h"
+#include "lockstep/ops/detail/device_math.cuh"
 #include "ops/cuda/kernels.h"
 
 namespace lockstep::kernels::cuda::detail {

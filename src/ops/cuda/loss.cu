@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "ops/cuda/kernels.h"
 
 namespace lockstep::kernels::cuda {

@@ -1,17 +1,17 @@
 // Fused optimizer steps (see kernels.h): SGD and Adam/AdamW over one parameter, and over every
 // parameter of a flat buffer in one launch. The per-element formulas are those of
-// src/ops/update_rules.h, shared with the CPU loops (src/optim/sgd.cpp, src/optim/adam.cpp).
+// include/lockstep/ops/detail/update_rules.h, shared with the CPU loops (src/optim/sgd.cpp, src/optim/adam.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <limits>
 #include <string>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "lockstep/core/error.h"
-#include "ops/cuda/device_math.cuh"
+#include "lockstep/ops/detail/device_math.cuh"
 #include "ops/cuda/kernels.h"
-#include "ops/update_rules.h"
+#include "lockstep/ops/detail/update_rules.h"
 
 namespace lockstep::kernels::cuda {
 

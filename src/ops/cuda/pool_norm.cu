@@ -4,7 +4,7 @@
 // all planes; bit for bit the fast CPU kernels. Batch norm's kernels: src/ops/cuda/batch_norm.cu.
 #include <cuda_runtime.h>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda_pool_norm_ops.h"

@@ -4,15 +4,15 @@
 #include <cstring>
 #include <utility>
 
-#include "cuda/check.h"
+#include "lockstep/cuda/detail/check.h"
 #include "lockstep/cuda/allocator.h"
 #include "lockstep/cuda/graph.h"
 #include "lockstep/cuda/runtime.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda_ops.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/strided_plan.h"
-#include "ops/update_rules.h"
+#include "lockstep/ops/detail/update_rules.h"
 
 namespace lockstep::cuda_ops {
 

@@ -2,7 +2,7 @@
 // multi-index. Slow and obviously right; the oracle for the fast paths in cpu/elementwise.cpp.
 #include <array>
 
-#include "core/wrapping.h"
+#include "ops/wrapping.h"
 #include "ops/kernels.h"
 
 namespace lockstep::kernels::ref {

@@ -1,5 +1,7 @@
 // Internal: turning CUDA / cuBLAS / NCCL status codes into typed errors. Used by every file of
-// the CUDA backend (.cpp and .cu); never included by a public header.
+// the CUDA backend (.cpp and .cu) in three layers: core (src/cuda/), ops (src/ops/cuda/) and dist
+// (src/dist/nccl/), hence a layer interface here, as c10/cuda/CUDAException.h is PyTorch's. It
+// includes CUDA headers: only code compiled with CUDA includes it, and no other header does.
 //
 //   LOCKSTEP_CUDA_CHECK(cudaMalloc(&p, n), device, "cudaMalloc(" + std::to_string(n) + " bytes)");
 //   LOCKSTEP_CUDA_CHECK_LAUNCH(device, "relu_forward");   // after a <<<...>>> launch

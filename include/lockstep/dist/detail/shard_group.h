@@ -18,7 +18,7 @@
 
 #include "lockstep/dist/process_group.h"
 
-namespace lockstep::parallel::detail {
+namespace lockstep::dist::detail {
 
 class ShardGroup : public dist::ProcessGroup {
  public:
@@ -90,4 +90,4 @@ std::vector<std::shared_ptr<dist::ProcessGroup>> shard_groups(
     std::size_t local_shards, const std::shared_ptr<dist::ProcessGroup>& global,
     const std::vector<std::int64_t>& rank_shards, bool concurrent);
 
-}  // namespace lockstep::parallel::detail
+}  // namespace lockstep::dist::detail

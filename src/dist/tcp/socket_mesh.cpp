@@ -2,7 +2,7 @@
 // moved with one sendmsg / recvmsg of two iovecs per call; the receiver asks the kernel to wake it
 // only once the rest of the message (up to 1 MiB) is in (SO_RCVLOWAT), so a bucket arriving in
 // many segments costs one wake-up, not one per segment.
-#include "dist/mpi/socket_mesh.h"
+#include "dist/tcp/socket_mesh.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,7 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace lockstep::dist::mpi_detail {
+namespace lockstep::dist::tcp {
 
 namespace {
 
@@ -145,4 +145,4 @@ void SocketMesh::wait_ready(int timeout_ms) {
   (void)::poll(fds.data(), fds.size(), timeout_ms);
 }
 
-}  // namespace lockstep::dist::mpi_detail
+}  // namespace lockstep::dist::tcp

@@ -1,10 +1,10 @@
 // HybridGroup's gathers (hybrid_group.h).
-#include "parallel/hybrid_group.h"
+#include "lockstep/dist/detail/hybrid_group.h"
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/ops/ops.h"
 
-namespace lockstep::parallel::detail {
+namespace lockstep::dist::detail {
 
 namespace {
 
@@ -161,4 +161,4 @@ std::shared_ptr<dist::Work> HybridGroup::reduce_scatter_async(Tensor& output,
   return ProcessGroup::reduce_scatter_async(output, inputs, op);
 }
 
-}  // namespace lockstep::parallel::detail
+}  // namespace lockstep::dist::detail

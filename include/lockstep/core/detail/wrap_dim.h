@@ -1,5 +1,5 @@
 // Internal: a possibly negative dimension index normalised, for Tensor::size (core) and every op
-// that takes a dim (src/ops/op_utils.h includes this).
+// that takes a dim (include/lockstep/ops/detail/op_utils.h includes this).
 #pragma once
 
 #include <string>

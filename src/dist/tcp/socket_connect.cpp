@@ -23,10 +23,10 @@
 #include <cstring>
 #include <random>
 
-#include "dist/mpi/socket_mesh.h"
+#include "dist/tcp/socket_mesh.h"
 #include "lockstep/core/error.h"
 
-namespace lockstep::dist::mpi_detail {
+namespace lockstep::dist::tcp {
 
 namespace {
 
@@ -266,4 +266,4 @@ std::unique_ptr<SocketMesh> SocketMesh::connect(MPI_Comm comm, int rank, int siz
   return mesh;
 }
 
-}  // namespace lockstep::dist::mpi_detail
+}  // namespace lockstep::dist::tcp

@@ -1,4 +1,6 @@
-// StateDict: an ordered name -> tensor map, as PyTorch's state_dict (an OrderedDict).
+// StateDict: an ordered name -> tensor map, as PyTorch's state_dict (an OrderedDict). In core, the
+// lowest layer that can hold it (it needs only Tensor): modules (nn), optimizers and schedulers
+// (optim) fill it, safetensors files (io) hold it.
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
-// Internal to the .cu files of src/ops/cuda/: round-to-nearest arithmetic that nvcc never fuses
-// into an FMA (it contracts a * b + c by default), so each operation rounds as the CPU loop's
-// separate operations do; and the launch shape shared by the grid-stride kernels.
+// Internal to the .cu files of src/ops/cuda/ (and update_rules.h beside it, under nvcc):
+// round-to-nearest arithmetic that nvcc never fuses into an FMA (it contracts a * b + c by
+// default), so each operation rounds as the CPU loop's separate operations do; and the launch
+// shape shared by the grid-stride kernels.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,9 +1,10 @@
-// The mpi backend's data path (internal): one TCP connection between every two ranks, opened
-// when the group is made (socket_connect.cpp) and driven by the thread running the collective,
-// which moves bytes with non-blocking sendmsg/recvmsg and sleeps in poll() between (gloo's TCP
-// design, the transport PyTorch DDP uses on CPUs). Open MPI still launches the ranks, exchanges the
-// addresses, checks the collectives' arguments and carries the roll call and failure notices
-// (mpi_roll_call.cpp); the collectives' payloads travel here unless LOCKSTEP_MPI_DATA=mpi.
+// The mpi backend's data path (internal; built with LOCKSTEP_MPI, which bootstraps it): one TCP
+// connection between every two ranks, opened when the group is made (socket_connect.cpp) and
+// driven by the thread running the collective, which moves bytes with non-blocking
+// sendmsg/recvmsg and sleeps in poll() between (gloo's TCP design, the transport PyTorch DDP uses
+// on CPUs). Open MPI still launches the ranks, exchanges the addresses, checks the collectives'
+// arguments and carries the roll call and failure notices (src/dist/mpi/mpi_roll_call.cpp); the
+// collectives' payloads travel here unless LOCKSTEP_MPI_DATA=mpi.
 //
 // Why not Open MPI's own transport for the payloads: its TCP BTL must be progressed by polling
 // (MPI_Test; Lockstep slept 50 us between tests), which cost a rank's one core ~3 ms of CPU per
@@ -29,7 +30,7 @@
 #include <string>
 #include <vector>
 
-namespace lockstep::dist::mpi_detail {
+namespace lockstep::dist::tcp {
 
 // A connection failed, or a peer sent what this rank did not expect: the message names the peer
 // ("the connection to rank 1 closed: it exited or failed").
@@ -88,4 +89,4 @@ class SocketMesh {
   std::vector<Peer> peers_;
 };
 
-}  // namespace lockstep::dist::mpi_detail
+}  // namespace lockstep::dist::tcp

@@ -25,7 +25,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/dist/process_group.h"
 
-namespace lockstep::parallel::detail {
+namespace lockstep::dist::detail {
 
 // Every member of `local`'s input, flattened, back to back in member order ([size · numel]).
 Tensor gather_local(dist::ProcessGroup& local, const Tensor& input);
@@ -118,4 +118,4 @@ class HybridGroup : public dist::ProcessGroup {
   std::shared_ptr<Pending> pending_;
 };
 
-}  // namespace lockstep::parallel::detail
+}  // namespace lockstep::dist::detail

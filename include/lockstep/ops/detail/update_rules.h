@@ -18,7 +18,7 @@
 #include <cmath>
 
 #if defined(__CUDACC__)
-#include "ops/cuda/device_math.cuh"
+#include "lockstep/ops/detail/device_math.cuh"
 #define LOCKSTEP_HOST_DEVICE __host__ __device__
 #else
 #define LOCKSTEP_HOST_DEVICE
@@ -29,7 +29,7 @@ namespace lockstep::optim::rules {
 // ---- arithmetic: one rounding per operation ---------------------------------------------------
 
 #if defined(__CUDA_ARCH__)
-// nvcc's device pass: the round-to-nearest intrinsics of src/ops/cuda/device_math.cuh.
+// nvcc's device pass: the round-to-nearest intrinsics of include/lockstep/ops/detail/device_math.cuh.
 template <class T>
 __device__ inline T add(T a, T b) {
   return kernels::cuda::detail::add_rn(a, b);

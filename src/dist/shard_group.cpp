@@ -1,15 +1,15 @@
 // ShardGroup's collectives (shard_group.h): every one is built on one exact gather of the
 // members' tensors, so the arithmetic is done in member order on every member alike.
-#include "parallel/shard_group.h"
+#include "lockstep/dist/detail/shard_group.h"
 
 #include <algorithm>
 
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/core/error.h"
 #include "lockstep/ops/ops.h"
-#include "parallel/hybrid_group.h"
+#include "lockstep/dist/detail/hybrid_group.h"
 
-namespace lockstep::parallel::detail {
+namespace lockstep::dist::detail {
 
 namespace {
 
@@ -165,4 +165,4 @@ void SequentialShardGroup::refuse(const char* op) const {
               "run at once, one thread each)");
 }
 
-}  // namespace lockstep::parallel::detail
+}  // namespace lockstep::dist::detail

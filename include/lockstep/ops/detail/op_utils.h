@@ -8,7 +8,7 @@
 #include "lockstep/autograd/node.h"
 #include "lockstep/core/tensor.h"
 #include "lockstep/ops/ops.h"
-#include "core/wrap_dim.h"  // wrap_dim, for the ops too
+#include "lockstep/core/detail/wrap_dim.h"  // wrap_dim, for the ops too
 
 namespace lockstep::detail {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 #include "ops/strided_plan.h"
 
 namespace lockstep {

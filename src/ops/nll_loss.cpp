@@ -4,7 +4,7 @@
 #include <string>
 
 #include "lockstep/ops/loss.h"
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/op_utils.h"
+#include "lockstep/ops/detail/op_utils.h"
 
 namespace lockstep {
 

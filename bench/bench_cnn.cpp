@@ -16,8 +16,11 @@
 // is the slower rank's (all_reduce Max); rank 0 prints. bench/compare_cnn.sh and
 // bench/compare_sync_bn.sh run it next to bench/pytorch_cnn.py.
 //
+// --step=fused (default) registers the Adam as the wrapper's fused optimizer; --step=explicit
+// calls adam->step() on the calling thread after forward_backward (issue 38's A/B).
+//
 //   bench_cnn [--model=cnn] [--sync-bn=0] [--batch=128] [--devices=1] [--threads=2] [--ddp=0]
-//             [--steps=20] [--warmup=3] [--reps=5]
+//             [--step=fused] [--steps=20] [--warmup=3] [--reps=5]
 //
 // Output: one line, "RESULT framework=lockstep model=M devices=D ranks=R threads=T sync_bn=S
 // batch=B ms_per_step=M samples_per_s=S min_ms=m max_ms=x" with the median (and range) over
@@ -62,6 +65,12 @@ int main(int argc, char** argv) {
   const long threads = ddp ? 1 : arg(argc, argv, "threads", 2);
   const long steps = arg(argc, argv, "steps", 20), warmup = arg(argc, argv, "warmup", 3);
   const long reps = arg(argc, argv, "reps", 5);
+  const std::string step_mode = option(argc, argv, "step", "fused");
+  const bool fused = step_mode == "fused";
+  if (step_mode != "fused" && step_mode != "explicit") {
+    std::fprintf(stderr, "bench_cnn: --step=fused|explicit\n");
+    return 2;
+  }
   if ((model_name != "cnn" && model_name != "resnet20") || devices < 1 || steps < 1 || reps < 1) {
     std::fprintf(stderr, "bench_cnn: bad arguments (--model=cnn|resnet20, counts >= 1)\n");
     return 2;
@@ -102,7 +111,7 @@ int main(int argc, char** argv) {
   const optim::AdamOptions adam_options{.lr = 1e-3};
   if (dp) {
     adam = std::make_shared<optim::Adam>(dp->parameters(), adam_options);
-    dp->register_fused_optim(adam);
+    if (fused) dp->register_fused_optim(adam);
   } else {
     adam = std::make_shared<optim::Adam>(model->parameters(), adam_options);
   }
@@ -110,6 +119,7 @@ int main(int argc, char** argv) {
     adam->zero_grad();
     if (dp) {
       dp->forward_backward(x, y, criterion);  // the fused Adam steps inside
+      if (!fused) adam->step();
     } else {
       cross_entropy(model->forward(x), y).backward();
       adam->step();

@@ -61,9 +61,7 @@ int Trainer::signal_after(const std::string& at) const {
 
 void Trainer::check_finite(double loss, const std::string& at) {
   // The loss is the global batch's (identical on every rank), so every rank takes the same
-  // decision here: no rank steps while another stops. With the fused optimizer the step
-  // already changed the parameters in memory; nothing is written after this error, so what
-  // the run leaves (checkpoints, --save) is the same.
+  // decision here, before the optimizer step: no rank steps while another stops.
   if (std::isfinite(loss)) return;
   progress_->clear();
   throw NonFiniteLossError("training loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf") +
@@ -101,7 +99,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
       // --precision bf16: the step's forward and loss under autocast (carried to the replica
       // workers by DataParallel); the backward inside forward_backward follows the graph.
       AutocastGuard precision(o_.precision == "bf16");
-      if (graph_step_) return graph_step_->step(xl, yl);  // zero_grad, step, optimizer step
+      if (graph_step_) return graph_step_->step(xl, yl);  // zero_grad, ..., optimizer step
       if (step_now) return dp_->forward_backward(xl, yl, criterion_).item();
       auto no_sync = dp_->no_sync();
       return dp_->forward_backward(xl, yl, criterion_).item();
@@ -110,8 +108,12 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, std::int64_t first_batch) {
     epoch_loss_sum_ += loss * static_cast<double>(x.size(0));
     epoch_samples_ += x.size(0);
     if (!step_now) continue;
-
-    // The synced forward_backward made the optimizer step (clipping first), see setup().
+    if (!graph_step_)
+      (void)guarded_step(at, [&] {
+        clip_gradients();  // --clip-grad-norm
+        optimizer_->step();
+        return loss;
+      });
     ++global_step_;
     progress_->update(b + 1, epoch_samples_, epoch_loss_sum_ / static_cast<double>(epoch_samples_));
     if (const int sig = signal_after(at); sig != 0 && b + 1 < batches) {

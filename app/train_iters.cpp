@@ -2,8 +2,8 @@
 // loop; see trainer.h). Each step draws a global batch of --batch-size random windows of
 // block + 1 tokens (data::random_windows over the run's window generator, seeded by --seed),
 // every rank trains on its split_batch part of it (as every other batch), through
-// forward_backward with nanoGPT's loss; the fused optimizer steps (after --clip-grad-norm), then
-// the LR scheduler (per iteration). Every --eval-interval steps and after the last: estimate_loss
+// forward_backward with nanoGPT's loss, --clip-grad-norm, the optimizer's step, then the LR
+// scheduler (per iteration). Every --eval-interval steps and after the last: estimate_loss
 // of both parts, one line, one --metrics object and one checkpoint.
 #include <optional>
 #include <string>
@@ -42,7 +42,12 @@ void Trainer::run_iterations() {
       return dp_->forward_backward(x, y, loss_fn, count_fn).item();
     });
     check_finite(loss, at);
-    ++global_step_, ++steps_since_eval;  // the fused optimizer stepped inside forward_backward
+    (void)guarded_step(at, [&] {
+      clip_gradients();  // --clip-grad-norm
+      optimizer_->step();
+      return loss;
+    });
+    ++global_step_, ++steps_since_eval;
     if (scheduler_) scheduler_->step();
 
     const bool last = global_step_ == o_.max_iters;

@@ -191,20 +191,6 @@ void Trainer::setup() {
   // A checkpoint: the weights and up to two optimizer slots per weight (Adam's moments).
   const std::uint64_t weights = weights_file_bytes(*model_);
   check_output_space(o_, weights, weights * (r_.optimizer == "sgd" && o_.momentum == 0 ? 1 : 3));
-  // The wrapper owns the optimizer step (DataParallel::register_fused_optim; bit-identical to
-  // calling step() after forward_backward): it decides where the step runs (on the device workers
-  // inside the last reduction where it can, else at the end of the synced forward_backward), and
-  // --clip-grad-norm is its pre-step hook, run on the reduced gradients right before the step.
-  dp_->register_fused_optim(optimizer_);
-  // With --zero's reduce-scatter each rank holds its shard's sums only: the norm comes from the
-  // ranks' partial sums (ZeroRedundancyOptimizer::clip_grad_norm_, a collective).
-  if (o_.clip_grad_norm)
-    dp_->register_step_pre_hook([this, max_norm = *o_.clip_grad_norm] {
-      if (r_.zero_scatter)
-        static_cast<parallel::ZeroRedundancyOptimizer&>(*optimizer_).clip_grad_norm_(max_norm);
-      else
-        nn::utils::clip_grad_norm_(dp_->parameters(), max_norm);
-    });
   if (!o_.checkpoint_dir.empty() && dist_.is_main())  // one run at a time in the directory
     dir_lock_ = std::make_unique<CheckpointDirLock>(o_.checkpoint_dir, o_.resume);
   if (o_.resume) resume_from_checkpoint();
@@ -234,6 +220,17 @@ void Trainer::setup() {
         o_.metrics,
         o_.resume ? std::optional<std::int64_t>(text_ ? global_step_ : epochs_done_) : std::nullopt,
         text_ ? "iter" : "epoch");
+}
+
+void Trainer::clip_gradients() {
+  if (!o_.clip_grad_norm) return;
+  // With --zero's reduce-scatter each rank holds its shard's sums only: the norm comes from the
+  // ranks' partial sums (ZeroRedundancyOptimizer::clip_grad_norm_, a collective).
+  if (r_.zero_scatter)
+    static_cast<parallel::ZeroRedundancyOptimizer&>(*optimizer_)
+        .clip_grad_norm_(*o_.clip_grad_norm);
+  else
+    nn::utils::clip_grad_norm_(dp_->parameters(), *o_.clip_grad_norm);
 }
 
 }  // namespace lockstep::app

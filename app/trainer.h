@@ -172,6 +172,8 @@ class Trainer {
   double guarded_step(const std::string& at, const std::function<double()>& step);
   /// NonFiniteLossError naming `at` (and the ranks) unless `loss` is finite.
   void check_finite(double loss, const std::string& at);
+  /// --clip-grad-norm: clips the reduced gradients to that total norm (nothing without the flag).
+  void clip_gradients();
   /// --save: rank 0 writes the final parameters (with a gpt: model's metadata), every rank
   /// waits for it.
   void save_final();

@@ -18,16 +18,9 @@
 // bench/compare_gpt.sh runs it next to bench/pytorch_gpt.py; scripts/gpu-check.sh runs GPT-2
 // 124M (--layers=12 --heads=12 --embd=768 --block=1024 --vocab=50304) on cuda:0.
 //
-// --clip=C clips to total norm C (0: no clipping; default 1.0, nanoGPT's grad_clip).
-// --step=explicit (default) steps on the calling thread as above; --step=fused registers the
-// AdamW as the wrapper's fused optimizer (the clip its step pre-hook) instead (issue 38's A/B).
-// --ddp=1 (under `mpirun -np R`, an MPI build): DistributedDataParallel over the mpi backend on
-// cpu:0 ... cpu:N-1 (threads_per_device 1, set_num_threads(1)), each rank its split_batch part of
-// the global batch; each round starts after a barrier, its time the slower rank's; rank 0 prints.
-//
 //   bench_gpt [--devices=1] [--threads=2] [--device=cpu] [--batch=12] [--block=64] [--layers=4]
 //             [--heads=4] [--embd=128] [--vocab=65] [--steps=20] [--warmup=3] [--reps=5]
-//             [--peak-gflops=P] [--clip=1.0] [--step=explicit] [--ddp=0]
+//             [--peak-gflops=P]
 //
 // FLOPs: nanoGPT's estimate_mfu (model.py, GPT.estimate_mfu, after PaLM's appendix B,
 // https://arxiv.org/abs/2204.02311): flops_per_token = 6·N + 12·L·H·Q·T with N =
@@ -109,43 +102,20 @@ int run(int argc, char** argv) {
   const long reps = arg(argc, argv, "reps", 5);
   const std::string device_name = option(argc, argv, "device", "cpu");
   const std::string peak_option = option(argc, argv, "peak-gflops", "");
-  const double clip = std::strtod(option(argc, argv, "clip", "1.0").c_str(), nullptr);
-  const std::string step_mode = option(argc, argv, "step", "explicit");
-  const bool fused = step_mode == "fused", ddp = arg(argc, argv, "ddp", 0) != 0;
-  if (step_mode != "fused" && step_mode != "explicit") {
-    std::fprintf(stderr, "bench_gpt: --step=fused|explicit\n");
-    return 2;
-  }
   if (batch < 1 || devices < 0 || threads < 1 || steps < 1 || warmup < 0 || reps < 1) {
     std::fprintf(stderr, "bench_gpt: bad arguments (batch, threads, steps, reps >= 1)\n");
     return 2;
   }
-  if (ddp && !dist::mpi_available()) {
-    std::fprintf(stderr, "bench_gpt: --ddp=1 needs a build with LOCKSTEP_MPI=ON\n");
-    return 2;
-  }
   const Device device = Device::parse(device_name);
   if (device.is_cuda()) cuda::check_device(device.index);
-  set_num_threads(ddp ? 1 : static_cast<int>(threads));
-  std::shared_ptr<dist::ProcessGroup> group;
-  if (ddp) group = dist::init_mpi({.timeout_seconds = 600});
-  const int rank = group ? group->rank() : 0;
+  set_num_threads(static_cast<int>(threads));
 
   manual_seed(0);
   auto model = std::make_shared<nn::GPT>(config);  // ValueError for a bad configuration
-  Tensor idx_cpu = randint(0, config.vocab_size, {batch, config.block_size});
-  Tensor targets_cpu = randint(0, config.vocab_size, {batch, config.block_size});
+  const Tensor idx_cpu = randint(0, config.vocab_size, {batch, config.block_size});
+  const Tensor targets_cpu = randint(0, config.vocab_size, {batch, config.block_size});
   std::unique_ptr<parallel::DataParallel> dp;
-  if (group) {  // this rank's part of the global batch
-    const auto [start, count] =
-        parallel::split_batch(batch, group->size())[static_cast<std::size_t>(rank)];
-    idx_cpu = idx_cpu.narrow(0, start, count);
-    targets_cpu = targets_cpu.narrow(0, start, count);
-    parallel::DistributedDataParallelOptions o;
-    for (long k = 0; k < std::max(devices, 1L); ++k) o.device_ids.push_back(cpu(static_cast<int>(k)));
-    o.threads_per_device = 1;
-    dp = std::make_unique<parallel::DistributedDataParallel>(model, group, o);
-  } else if (devices >= 2) {
+  if (devices >= 2) {
     std::vector<Device> ds;
     for (long k = 0; k < devices; ++k)
       ds.emplace_back(device.type, static_cast<int>(k));  // cpu:k or cuda:k
@@ -166,21 +136,16 @@ int run(int argc, char** argv) {
   };
   const parallel::LossCount loss_count = [](const Tensor& y) { return nn::count_targets(y); };
 
-  if (fused && dp) {
-    dp->register_fused_optim(optimizer);
-    if (clip > 0) dp->register_step_pre_hook([&] { nn::utils::clip_grad_norm_(params, clip); });
-  }
   Tensor loss;
   auto step = [&] {
     optimizer->zero_grad();
     if (dp) {
       loss = dp->forward_backward(idx, targets, loss_fn, loss_count);
-      if (fused) return;  // the wrapper clipped and stepped
     } else {
       loss = nn::gpt_loss(model->forward(idx), targets);
       loss.backward();
     }
-    if (clip > 0) nn::utils::clip_grad_norm_(params, clip);
+    nn::utils::clip_grad_norm_(params, 1.0);
     optimizer->step();
   };
   auto sync = [&] {
@@ -190,18 +155,12 @@ int run(int argc, char** argv) {
   sync();
   std::vector<double> ms;
   for (long r = 0; r < reps; ++r) {
-    if (group) group->barrier();
     const auto t0 = std::chrono::steady_clock::now();
     for (long i = 0; i < steps; ++i) step();
     sync();
     const auto t1 = std::chrono::steady_clock::now();
-    double t = std::chrono::duration<double, std::milli>(t1 - t0).count();
-    if (group) {  // the slower rank's time
-      Tensor slowest = full({1}, t, kFloat64);
-      group->all_reduce(slowest, dist::ReduceOp::Max);
-      t = slowest.item();
-    }
-    ms.push_back(t / static_cast<double>(steps));
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() /
+                 static_cast<double>(steps));
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
@@ -218,10 +177,6 @@ int run(int argc, char** argv) {
                       : home.is_cuda()     ? gpu_peak_gflops(home.index)
                                            : cpu_peak_gflops();
   const double pct = peak > 0 ? 100.0 * gflops / peak : std::nan("");
-  if (rank != 0) {
-    dist::finalize_mpi();
-    return 0;
-  }
   std::printf(
       "RESULT framework=lockstep model=gpt device=%s devices=%ld threads=%ld batch=%ld block=%lld "
       "layers=%lld heads=%lld embd=%lld vocab=%lld params=%lld ms_per_step=%.3f "
@@ -232,7 +187,6 @@ int run(int argc, char** argv) {
       static_cast<long long>(config.n_embd), static_cast<long long>(config.vocab_size),
       static_cast<long long>(n_params), median, tokens_per_s, gflops, peak, pct, ms.front(),
       ms.back(), loss.item());
-  if (group) dist::finalize_mpi();
   return 0;
 }
 

@@ -13,7 +13,7 @@ NEW=${NEW:-$ROOT/build/bench/bench_parallel}
 ROUNDS=${ROUNDS:-3}
 REPS=${REPS:-3}  # at least 2 (the table reads the median aggregate)
 MIN_TIME=${MIN_TIME:-0.2}
-FILTER=${FILTER:-'(ref|mlp)/(single/threads:1|dp1/threads:1|dp1/threads:1/fused|dp2/overlap:1|dp2/overlap:1/fused|dp2/deterministic|dp2/gather)/real_time'}
+FILTER=${FILTER:-'(ref|mlp)/(single/threads:1|dp1/threads:1|dp2/overlap:1|dp2/deterministic|dp2/gather)/real_time'}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 run() {  # $1 binary, $2 output file: "name us" per benchmark (the median aggregate)

@@ -8,11 +8,11 @@
 // --sync-bn=1 applies nn::convert_sync_batchnorm before wrapping (issue 18: what SyncBatchNorm
 // costs; the plain 1-device module has no group, so there it is plain BatchNorm).
 // --devices 1 trains the plain module; N > 1 DataParallel over cpu:0 ... cpu:N-1
-// (forward_backward, Adam as the fused optimizer, threads_per_device 1).
+// (forward_backward, then the Adam step on the calling thread, threads_per_device 1).
 // --ddp=1 (under `mpirun -np R --bind-to core`, an MPI build): DistributedDataParallel over the
 // mpi backend, each rank on cpu:0 ... cpu:N-1 with 1 intra-op thread (set_num_threads(1),
 // threads_per_device 1; --threads is ignored), its part of the global batch
-// (parallel::split_batch), the same fused Adam; each round starts after a barrier and its time
+// (parallel::split_batch), the same Adam step; each round starts after a barrier and its time
 // is the slower rank's (all_reduce Max); rank 0 prints. bench/compare_cnn.sh and
 // bench/compare_sync_bn.sh run it next to bench/pytorch_cnn.py.
 //
@@ -100,20 +100,14 @@ int main(int argc, char** argv) {
     dp = std::make_unique<parallel::DataParallel>(model, ds, std::nullopt, o);
   }
   const optim::AdamOptions adam_options{.lr = 1e-3};
-  if (dp) {
-    adam = std::make_shared<optim::Adam>(dp->parameters(), adam_options);
-    dp->register_fused_optim(adam);
-  } else {
-    adam = std::make_shared<optim::Adam>(model->parameters(), adam_options);
-  }
+  adam = std::make_shared<optim::Adam>(dp ? dp->parameters() : model->parameters(), adam_options);
   auto step = [&] {
     adam->zero_grad();
-    if (dp) {
-      dp->forward_backward(x, y, criterion);  // the fused Adam steps inside
-    } else {
+    if (dp)
+      dp->forward_backward(x, y, criterion);
+    else
       cross_entropy(model->forward(x), y).backward();
-      adam->step();
-    }
+    adam->step();
   };
   for (long i = 0; i < warmup; ++i) step();
   std::vector<double> ms;

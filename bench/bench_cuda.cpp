@@ -10,7 +10,7 @@
 //              cuda:0: µs per step (zero_grad + forward + loss + backward + step, no host sync
 //              inside the loop)
 //              Then the same step through DataParallel on cuda:0 as `lockstep train` runs it
-//              (impl "lockstep-dp": reducer path, NCCL group of one, fused flat SGD step) and
+//              (impl "lockstep-dp": reducer path, NCCL group of one, flat SGD step) and
 //              captured in a CUDA graph and replayed (impl "lockstep-graph",
 //              parallel::CUDAGraphStep::step_async; --cuda-graphs), next to PyTorch's eager
 //              and CUDA-graph rows
@@ -132,20 +132,20 @@ void small_workload(Report& r, const char* name, bench::Workload w, double secon
 }
 
 // The same workload through DataParallel on cuda:0 (the CLI's path: reducer, NCCL group of one,
-// fused flat optimizer step), eagerly ("lockstep-dp") and with the step captured in a CUDA graph
-// and replayed ("lockstep-graph", parallel::CUDAGraphStep::step_async: no host wait inside the
-// loop; the targets are valid, the last replay's check runs at the end).
+// the optimizer's flat step after forward_backward), eagerly ("lockstep-dp") and with the step
+// captured in a CUDA graph and replayed ("lockstep-graph", parallel::CUDAGraphStep::step_async: no
+// host wait inside the loop; the targets are valid, the last replay's check runs at the end).
 void graphed_workload(Report& r, const char* name, bench::Workload w, double seconds) {
   nn::DataParallel dp(w.model, std::vector<Device>{gpu0()});
   std::shared_ptr<optim::Optimizer> opt =
       std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.01});
-  dp.register_fused_optim(opt);
   const Tensor x = w.x.to(gpu0()), y = w.y.to(gpu0());
   nn::CrossEntropyLoss criterion;
   const double eager = time_steps(
       [&] {
         opt->zero_grad();
         (void)dp.forward_backward(x, y, criterion);
+        opt->step();
       },
       20, seconds);
   parallel::CUDAGraphStep step(dp, opt);

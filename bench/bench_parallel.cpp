@@ -18,23 +18,15 @@
 //   W/dp2/overlap:1/bucket:64KB as above with bucket_cap_bytes = 64 KiB (several buckets, so
 //                               all-reduce can overlap backward; at 25 MB the MLP is one bucket)
 //   W/dp2/deterministic         DataParallel on 2 devices, deterministic = true (shard_size 8)
-//   W/dp2/gather                DataParallel on 2 devices, PyTorch's path: loss(dp(x),
-//   y).backward() W/dp1/threads:T/fused, W/dp2/overlap:O/fused
-//                               as without /fused, with the SGD registered as the wrapper's fused
-//                               optimizer (DataParallel::register_fused_optim): the step runs on
-//                               the device workers inside forward_backward, no optimizer.step()
+//   W/dp2/gather                DataParallel on 2 devices, PyTorch's path:
+//                               loss(dp(x), y).backward()
 // In the dp configurations the main thread keeps its default intra-op threads (usable cores), as
 // in the CLI: it waits while the replicas' workers run forward and backward, then runs the
 // optimizer step (--main-threads=N changes its thread count).
 //
 //   bench_parallel [Google Benchmark flags]
-//   bench_parallel --phases=mlp|ref [--steps=N] [--overlap=0|1] [--fused=0|1] [--main-threads=N]
+//   bench_parallel --phases=mlp|ref [--steps=N] [--overlap=0|1] [--main-threads=N]
 //   bench_parallel --run=W/CONFIG [--steps=N]     e.g. --run=mlp/dp2/overlap:0 --steps=500
-//   bench_parallel --ab=W/CONFIG [--rounds=R] [--steps=N]   e.g. --ab=mlp/dp2/overlap:1
-//   (--ab: one wrapper, R rounds of N steps without and N steps with the fused optimizer, in
-//   alternating order, registering and unregistering it: the same memory on both sides, so the
-//   per-process layout modes of this machine cancel out; prints each round's ratio and their
-//   median)
 //   (--run also knows W/half/threads:1, the plain model on half the batch: two such processes
 //   pinned to one core each give the compute-only ceiling of 2-device DataParallel, every
 //   replica's own forward and backward with nothing copied, reduced or waited for)
@@ -120,7 +112,6 @@ struct DpConfig {
   std::int64_t bucket_cap = 25 * 1024 * 1024;
   bool deterministic = false;
   bool gather = false;  // forward + loss.backward() instead of forward_backward
-  bool fused = false;   // the optimizer registered with register_fused_optim
 };
 
 std::vector<lockstep::Device> cpus(int n) {
@@ -138,10 +129,6 @@ nn::DataParallel make_dp(Workload& wl, const DpConfig& c) {
   return nn::DataParallel(wl.model, cpus(c.devices), std::nullopt, opts);
 }
 
-void register_optimizer(Workload& wl, nn::DataParallel& dp, const DpConfig& c) {
-  if (c.fused) dp.register_fused_optim(wl.optimizer);
-}
-
 Tensor dp_step(Workload& wl, nn::DataParallel& dp, const DpConfig& c) {
   wl.optimizer->zero_grad();
   Tensor loss;
@@ -151,7 +138,7 @@ Tensor dp_step(Workload& wl, nn::DataParallel& dp, const DpConfig& c) {
   } else {
     loss = dp.forward_backward(wl.x, wl.y, nn::CrossEntropyLoss());
   }
-  if (!c.fused) wl.optimizer->step();  // fused: forward_backward made the step
+  wl.optimizer->step();
   return loss;
 }
 
@@ -159,7 +146,6 @@ void bm_dp(benchmark::State& state, std::string w, DpConfig c) {
   lockstep::set_num_threads(main_threads());
   Workload wl = make(w);
   nn::DataParallel dp = make_dp(wl, c);
-  register_optimizer(wl, dp, c);
   for (int i = 0; i < 3; ++i) dp_step(wl, dp, c);
   for (auto _ : state) {
     Tensor loss = dp_step(wl, dp, c);
@@ -172,11 +158,10 @@ void bm_dp(benchmark::State& state, std::string w, DpConfig c) {
 struct Stepper {
   std::function<void()> step;
   std::int64_t batch = 0;
-  std::function<void(bool)> set_fused;  // dp configurations: (un)registers the fused optimizer
 };
 Stepper make_stepper(const std::string& w, const std::string& cfg) {
   auto wl = std::make_shared<Workload>(make(w));
-  Stepper s{nullptr, wl->batch, nullptr};
+  Stepper s{nullptr, wl->batch};
   if (cfg.rfind("single/threads:", 0) == 0) {
     lockstep::set_num_threads(std::atoi(cfg.c_str() + 15));
     s.step = [wl] { wl->step(); };
@@ -192,11 +177,7 @@ Stepper make_stepper(const std::string& w, const std::string& cfg) {
     return s;
   }
   DpConfig c;
-  std::string base = cfg;  // without /fused
-  if (base.size() > 6 && base.compare(base.size() - 6, 6, "/fused") == 0) {
-    c.fused = true;
-    base.resize(base.size() - 6);
-  }
+  const std::string& base = cfg;
   if (base.rfind("dp1/threads:", 0) == 0) {
     c.devices = 1;
     c.threads_per_device = std::atoi(base.c_str() + 12);
@@ -220,13 +201,7 @@ Stepper make_stepper(const std::string& w, const std::string& cfg) {
     o.deterministic = c.deterministic;
     return o;
   }());
-  auto conf = std::make_shared<DpConfig>(c);
-  register_optimizer(*wl, *dp, *conf);
-  s.step = [wl, dp, conf] { dp_step(*wl, *dp, *conf); };
-  s.set_fused = [wl, dp, conf](bool fused) {
-    conf->fused = fused;
-    dp->register_fused_optim(fused ? wl->optimizer : nullptr);
-  };
+  s.step = [wl, dp, c] { dp_step(*wl, *dp, c); };
   return s;
 }
 
@@ -240,18 +215,14 @@ void register_all() {
     for (int t : {1, 2})
       reg("single/threads:" + std::to_string(t),
           [w, t](benchmark::State& s) { bm_single(s, w, t); });
-    for (bool fused : {false, true})
-      for (int t : {1, 2}) {
-        DpConfig c{.devices = 1, .threads_per_device = t, .fused = fused};
-        reg("dp1/threads:" + std::to_string(t) + (fused ? "/fused" : ""),
-            [w, c](benchmark::State& s) { bm_dp(s, w, c); });
-      }
-    for (bool fused : {false, true})
-      for (int o : {1, 0}) {
-        DpConfig c{.devices = 2, .threads_per_device = 1, .overlap = o == 1, .fused = fused};
-        reg("dp2/overlap:" + std::to_string(o) + (fused ? "/fused" : ""),
-            [w, c](benchmark::State& s) { bm_dp(s, w, c); });
-      }
+    for (int t : {1, 2}) {
+      DpConfig c{.devices = 1, .threads_per_device = t};
+      reg("dp1/threads:" + std::to_string(t), [w, c](benchmark::State& s) { bm_dp(s, w, c); });
+    }
+    for (int o : {1, 0}) {
+      DpConfig c{.devices = 2, .threads_per_device = 1, .overlap = o == 1};
+      reg("dp2/overlap:" + std::to_string(o), [w, c](benchmark::State& s) { bm_dp(s, w, c); });
+    }
     {
       DpConfig c{.devices = 2, .threads_per_device = 1, .overlap = true, .bucket_cap = 64 * 1024};
       reg("dp2/overlap:1/bucket:64KB", [w, c](benchmark::State& s) { bm_dp(s, w, c); });
@@ -352,7 +323,7 @@ struct PhaseTable {
   }
 };
 
-int run_phases(const std::string& w, int steps, bool overlap, bool fused) {
+int run_phases(const std::string& w, int steps, bool overlap) {
   const bool is_mlp = w == "mlp";
   const std::int64_t batch = is_mlp ? 128 : 32, in = is_mlp ? 784 : 10, classes = is_mlp ? 10 : 2;
   auto make_model = [&] {
@@ -392,14 +363,11 @@ int run_phases(const std::string& w, int steps, bool overlap, bool fused) {
   {  // DataParallel, 2 devices x 1 thread
     lockstep::set_num_threads(main_threads());
     auto model = make_model();
-    auto opt_ptr = std::make_shared<lockstep::optim::SGD>(model->parameters(),
-                                                          lockstep::optim::SGDOptions{.lr = 0.01});
-    auto& opt = *opt_ptr;
+    lockstep::optim::SGD opt(model->parameters(), lockstep::optim::SGDOptions{.lr = 0.01});
     lockstep::parallel::DataParallelOptions opts;
     opts.threads_per_device = 1;
     opts.reducer.overlap = overlap;
     nn::DataParallel dp(model, cpus(2), std::nullopt, opts);
-    if (fused) dp.register_fused_optim(opt_ptr);
     for (int k = 0; k < 2; ++k)
       hook_last_grad(dp.replica(static_cast<std::size_t>(k))->parameters());
     PhaseTable t;
@@ -409,7 +377,7 @@ int run_phases(const std::string& w, int steps, bool overlap, bool fused) {
       double t1 = now_us();
       dp.forward_backward(x, y, probed_loss);
       double t2 = now_us();
-      if (!fused) opt.step();
+      opt.step();
       double t3 = now_us();
       if (i < 10) continue;
       // Slots of the two workers: every slot but the main thread's that recorded this step.
@@ -441,15 +409,12 @@ int run_phases(const std::string& w, int steps, bool overlap, bool fused) {
             bwd);
       t.add("backward end skew between replicas",
             std::abs(reps[0]->t[kLastGrad] - reps[1]->t[kLastGrad]));
-      t.add(fused ? "after last grad: finalize/all-reduce + fused update"
-                  : "after last grad: finalize/all-reduce/gather",
-            t2 - last_grad);
+      t.add("after last grad: finalize/all-reduce/gather", t2 - last_grad);
       t.add("forward_backward total (main)", t2 - t1);
       t.add("optimizer step (main)", t3 - t2);
       t.add("TOTAL step", t3 - t0);
     }
-    t.print(("DataParallel 2 devices x 1 thread, overlap " + std::to_string(overlap) +
-             (fused ? ", fused optimizer" : "") + ", " + w)
+    t.print(("DataParallel 2 devices x 1 thread, overlap " + std::to_string(overlap) + ", " + w)
                 .c_str());
   }
   return 0;
@@ -459,59 +424,25 @@ int run_phases(const std::string& w, int steps, bool overlap, bool fused) {
 
 int main(int argc, char** argv) {
   lockstep::reexec_with_openblas_kernels(argv);  // the CLI's kernels (lockstep/core/blas.h)
-  std::string phases, run, ab;
-  int rounds = 8;
+  std::string phases, run;
   int steps = 200;
   int overlap = 0;
-  int fused = 0;
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--run=", 6) == 0)
       run = argv[i] + 6;
-    else if (std::strncmp(argv[i], "--ab=", 5) == 0)
-      ab = argv[i] + 5;
-    else if (std::strncmp(argv[i], "--rounds=", 9) == 0)
-      rounds = std::atoi(argv[i] + 9);
     else if (std::strncmp(argv[i], "--phases=", 9) == 0)
       phases = argv[i] + 9;
     else if (std::strncmp(argv[i], "--steps=", 8) == 0)
       steps = std::atoi(argv[i] + 8);
     else if (std::strncmp(argv[i], "--overlap=", 10) == 0)
       overlap = std::atoi(argv[i] + 10);
-    else if (std::strncmp(argv[i], "--fused=", 8) == 0)
-      fused = std::atoi(argv[i] + 8);
     else if (std::strncmp(argv[i], "--main-threads=", 15) == 0)
       g_main_threads = std::atoi(argv[i] + 15);
     else
       argv[out++] = argv[i];
   }
   argc = out;
-  if (!ab.empty()) {  // --ab=W/CONFIG: unfused and fused alternately on the same wrapper
-    auto slash = ab.find('/');
-    Stepper s = make_stepper(ab.substr(0, slash), ab.substr(slash + 1));
-    if (!s.set_fused) {
-      std::fprintf(stderr, "--ab needs a DataParallel configuration\n");
-      return 2;
-    }
-    std::vector<double> ratios;
-    for (int r = 0; r < rounds; ++r) {
-      double t[2];
-      for (int k = 0; k < 2; ++k) {
-        const bool fused = (k == 1) != (r % 2 == 1);  // order alternates between rounds
-        s.set_fused(fused);
-        for (int i = 0; i < 10; ++i) s.step();
-        double t0 = now_us();
-        for (int i = 0; i < steps; ++i) s.step();
-        t[fused] = (now_us() - t0) / steps;
-      }
-      ratios.push_back(t[0] / t[1]);
-      std::printf("%s round %d: unfused %.1f us/step, fused %.1f us/step, unfused/fused %.3f\n",
-                  ab.c_str(), r + 1, t[0], t[1], t[0] / t[1]);
-    }
-    std::printf("%s: median unfused/fused over %d rounds %.3f\n", ab.c_str(), rounds,
-                median(ratios));
-    return 0;
-  }
   if (!run.empty()) {  // --run=W/CONFIG: 10 warm-up steps, then --steps timed steps
     auto slash = run.find('/');
     Stepper s = make_stepper(run.substr(0, slash), run.substr(slash + 1));
@@ -528,7 +459,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--phases=mlp|ref\n");
       return 2;
     }
-    return run_phases(phases, steps, overlap != 0, fused != 0);
+    return run_phases(phases, steps, overlap != 0);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -17,9 +17,8 @@
 # it measured under and the CPU other processes took during the run; a run during which other
 # processes used more than OTHER_MAX cores (default 0.15) is discarded and repeated (at most
 # MAX_TRIES attempts in all, default 12). PHASES=1 (default) also
-# prints bench_parallel --phases=mlp (per-phase step breakdown, overlap off and on, unfused and
-# with the fused optimizer). DataParallel rows marked "fused optimizer" register the SGD with
-# DataParallel::register_fused_optim, as the CLI does; the goals are computed from them.
+# prints bench_parallel --phases=mlp (per-phase step breakdown, overlap off and on). Every
+# DataParallel row steps the SGD after forward_backward on the calling thread, as the CLI does.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -139,9 +138,9 @@ fi
 if [ "$PHASES" = 1 ]; then
   wait_quiet
   echo "== per-phase breakdown (bench_parallel --phases=mlp), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  for o in 0 1; do for f in 0 1; do
-    "$BUILD_DIR/bench/bench_parallel" --phases=mlp --steps=300 --overlap=$o --fused=$f
-  done; done |
+  for o in 0 1; do
+    "$BUILD_DIR/bench/bench_parallel" --phases=mlp --steps=300 --overlap=$o
+  done |
     tee "$OUT_DIR/phases.txt"
 fi
 
@@ -154,13 +153,9 @@ BATCH = {"ref": 32, "mlp": 128}
 LS = [("single/threads:1", "(a) plain model, 1 thread"),
       ("single/threads:2", "(b) plain model, 2 threads (GEMMs split over both cores)"),
       ("dp1/threads:1", "(c) DataParallel, 1 device x 1 thread"),
-      ("dp1/threads:2", "(c) DataParallel, 1 device x 2 threads (default threads_per_device)"),
-      ("dp1/threads:1/fused", "(c) DataParallel, 1 device x 1 thread, fused optimizer"),
-      ("dp1/threads:2/fused", "(c) DataParallel, 1 device x 2 threads, fused optimizer (the CLI's path)"),
-      ("dp2/overlap:1", "(d) DataParallel, 2 devices x 1 thread, overlap on"),
+      ("dp1/threads:2", "(c) DataParallel, 1 device x 2 threads (default threads_per_device; the CLI's path)"),
+      ("dp2/overlap:1", "(d) DataParallel, 2 devices x 1 thread, overlap on (the CLI's path)"),
       ("dp2/overlap:0", "(d) DataParallel, 2 devices x 1 thread, overlap off"),
-      ("dp2/overlap:1/fused", "(d) DataParallel, 2 devices x 1 thread, overlap on, fused optimizer (the CLI's path)"),
-      ("dp2/overlap:0/fused", "(d) DataParallel, 2 devices x 1 thread, overlap off, fused optimizer"),
       ("dp2/overlap:1/bucket:64KB", "(d) DataParallel, 2 devices, overlap on, 64 KiB buckets"),
       ("dp2/deterministic", "(e) DataParallel, 2 devices, deterministic"),
       ("dp2/gather", "DataParallel, 2 devices, gather path (dp(x) + loss.backward())")]
@@ -264,16 +259,16 @@ if half_ceil:
           "reduced or waited for.")
 print()
 print("### Goals (MLP 784-256-256-10, batch 128; DataParallel 2 devices x 1 thread, reducer path "
-      "with the fused optimizer, as the CLI runs it)")
+      "and the step on the calling thread, as the CLI runs it)")
 print()
 print("| goal | measured | met |")
 print("|---|---|---|")
 g = lambda d, k: med(d[("mlp", k)]) if ("mlp", k) in d else None
 a, b = g(ls, "single/threads:1"), g(ls, "single/threads:2")
-d_on, d_off, ddp = g(ls, "dp2/overlap:1/fused"), g(ls, "dp2/overlap:0/fused"), g(pt, "ddp2")
+d_on, d_off, ddp = g(ls, "dp2/overlap:1"), g(ls, "dp2/overlap:0"), g(pt, "ddp2")
 if None not in (a, b, d_on, d_off):
     d = min(d_on, d_off)
-    which = "fused, overlap on" if d == d_on else "fused, overlap off"
+    which = "overlap on" if d == d_on else "overlap off"
     rows = [("2 devices ≥ 1.8× samples/s of 1 single-threaded device", a / d, 1.8),
             ("2 devices no slower than 1 device using both cores (≥ 1.0×)", b / d, 1.0)]
     if ddp is not None:

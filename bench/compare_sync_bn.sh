@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 18: what SyncBatchNorm costs, and ResNet-20's training step next to PyTorch, in one run.
-# bench/bench_cnn.cpp (global batch BATCH, Adam lr 1e-3, fused under DataParallel / DDP) and
+# bench/bench_cnn.cpp (global batch BATCH, Adam lr 1e-3, stepped on the calling thread) and
 # bench/pytorch_cnn.py, interleaved over ROUNDS rounds of:
 #   CNN       DataParallel cpu:0,cpu:1 (1 thread each)    BatchNorm, then SyncBatchNorm
 #   CNN       DDP, mpirun -np 2 --bind-to core (1 thread) BatchNorm, then SyncBatchNorm

@@ -35,7 +35,7 @@ struct ReferenceNet : nn::Cloneable<ReferenceNet> {
 // A model, its optimizer and one fixed batch.
 struct Workload {
   std::shared_ptr<nn::Module> model;
-  std::shared_ptr<optim::SGD> optimizer;  // shared: DataParallel::register_fused_optim
+  std::shared_ptr<optim::SGD> optimizer;
   nn::CrossEntropyLoss criterion;
   Tensor x, y;
   std::int64_t batch = 0;

@@ -78,7 +78,7 @@ std::int64_t Adam::step_flat(const detail::FlatPlan& plan) {
     if (!s.has_grad) continue;  // no gradient: untouched, no state, step count not advanced
     const auto& st = state_[s.index];
     const auto step = st.find("step");
-    // prepare_param's rules: the step after the stored one; state missing is zeros.
+    // update_param's rules: the step after the stored one; state missing is zeros.
     steps[s.index] = (step == st.end() ? 0.0 : step->second.item()) + 1;
     cuda_ops::FlatUpdateSegment u;
     u.param_offset = s.param_offset;
@@ -126,7 +126,7 @@ std::int64_t Adam::step_flat(const detail::FlatPlan& plan) {
   // While capturing nothing has run: the host state advances when a replay is staged
   // (prepare_graph_replay runs this function in Stage mode).
   if (graph_mode_ == GraphMode::Capture) return launched;
-  // commit_param's rules: the step count advances; the moments become state.
+  // update_param's rules: the step count advances; the moments become state.
   for (const auto& s : plan.segments) {
     if (!s.has_grad) continue;
     auto& st = state_[s.index];
@@ -141,60 +141,45 @@ std::int64_t Adam::step_flat(const detail::FlatPlan& plan) {
   return launched;
 }
 
-void Adam::prepare_param(std::size_t i) {
-  if (pending_.size() != params_.size()) pending_.resize(params_.size());
-  Pending& pd = pending_[i];
-  auto& st = state_[i];
-  const auto step = st.find("step");
-  pd.step = (step == st.end() ? 0.0 : step->second.item()) + 1;
-  const auto m = st.find("exp_avg"), v = st.find("exp_avg_sq");
-  pd.fresh = m == st.end() || v == st.end();
-  pd.m = m != st.end() ? m->second : zeros(params_[i].shape(), params_[i].options());
-  pd.v = v != st.end() ? v->second : zeros(params_[i].shape(), params_[i].options());
-}
-
-void Adam::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) {
+void Adam::update_param(std::size_t i, const Tensor& grad) {
   const Tensor& p = params_[i];
-  const Pending& pd = pending_[i];
+  const std::string name = decoupled_ ? "AdamW" : "Adam";
+  if (p.device().is_cuda() && grad.device() != p.device())
+    throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
+                      " but its gradient on " + grad.device().str());
+  auto& st = state_[i];
+  const auto step_it = st.find("step");
+  // The step after the stored one; moments missing (a first step) are zeros, state once the
+  // update is made.
+  const double step = (step_it == st.end() ? 0.0 : step_it->second.item()) + 1;
+  const auto m_it = st.find("exp_avg"), v_it = st.find("exp_avg_sq");
+  const bool fresh = m_it == st.end() || v_it == st.end();
+  const Tensor m = m_it != st.end() ? m_it->second : zeros(p.shape(), p.options());
+  const Tensor v = v_it != st.end() ? v_it->second : zeros(p.shape(), p.options());
+  const AdamOptions& o = options_;
   if (p.device().is_cuda()) {
     // One fused launch over the whole parameter (cuda_ops::adam_step) where the parameters do not
-    // lie flat (step_flat otherwise); supports_sliced_step() is false while a parameter is on a
-    // GPU, so only step() gets here.
-    const std::string name = decoupled_ ? "AdamW" : "Adam";
-    if (lo != 0 || hi != p.numel())
-      throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
-                        "; its update runs over the whole parameter, not in slices");
-    if (grad.device() != p.device())
-      throw DeviceError(name + ": parameter " + std::to_string(i) + " is on " + p.device().str() +
-                        " but its gradient on " + grad.device().str());
-    (void)cuda_ops::adam_step(p, grad, pd.m, pd.v, lr_, options_.beta1, options_.beta2,
-                              options_.eps, weight_decay_[i], pd.step, decoupled_);
-    return;
-  }
-  const AdamOptions& o = options_;
-  if (p.dtype() == kFloat64)
-    adam_update<double>(p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
-                        pd.m.data_ptr<double>() + lo, pd.v.data_ptr<double>() + lo, hi - lo,
+    // lie flat (step_flat otherwise).
+    (void)cuda_ops::adam_step(p, grad, m, v, lr_, o.beta1, o.beta2, o.eps, weight_decay_[i], step,
+                              decoupled_);
+  } else if (p.dtype() == kFloat64) {
+    adam_update<double>(p.data_ptr<double>(), grad.data_ptr<double>(), m.data_ptr<double>(),
+                        v.data_ptr<double>(), p.numel(),
                         rules::adam_scalars<double>(lr_, o.beta1, o.beta2, o.eps, weight_decay_[i],
-                                                    pd.step, decoupled_));
-  else
-    adam_update<float>(p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
-                       pd.m.data_ptr<float>() + lo, pd.v.data_ptr<float>() + lo, hi - lo,
+                                                    step, decoupled_));
+  } else {
+    adam_update<float>(p.data_ptr<float>(), grad.data_ptr<float>(), m.data_ptr<float>(),
+                       v.data_ptr<float>(), p.numel(),
                        rules::adam_scalars<float>(lr_, o.beta1, o.beta2, o.eps, weight_decay_[i],
-                                                  pd.step, decoupled_));
-}
-
-void Adam::commit_param(std::size_t i) {
-  Pending& pd = pending_[i];
-  auto& st = state_[i];
-  auto step = st.find("step");
-  if (step == st.end()) step = st.emplace("step", scalar_tensor(0, kFloat64)).first;
-  step->second.fill_(pd.step);
-  if (pd.fresh) {
-    st["exp_avg"] = pd.m;
-    st["exp_avg_sq"] = pd.v;
+                                                  step, decoupled_));
   }
-  pd = Pending{};
+  auto stored = st.find("step");
+  if (stored == st.end()) stored = st.emplace("step", scalar_tensor(0, kFloat64)).first;
+  stored->second.fill_(step);
+  if (fresh) {
+    st["exp_avg"] = m;
+    st["exp_avg_sq"] = v;
+  }
 }
 
 }  // namespace lockstep::optim

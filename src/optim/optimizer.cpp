@@ -1,7 +1,7 @@
 // Optimizer (lockstep/optim/optimizer.h), the base class: its parameter list, the learning rate,
 // the per-parameter state and its state_dict / load_state_dict. The steps it runs for the
-// elementwise optimizers (per parameter, flat over one GPU buffer, captured in a CUDA graph, in
-// slices) are in optimizer_step.cpp.
+// elementwise optimizers (per parameter, flat over one GPU buffer, captured in a CUDA graph) are
+// in optimizer_step.cpp.
 #include "lockstep/optim/optimizer.h"
 
 #include <algorithm>

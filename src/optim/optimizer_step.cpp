@@ -1,7 +1,6 @@
-// Optimizer's steps for the elementwise optimizers (SGD, Adam): per parameter and in slices
-// (prepare_param / update_range / commit_param, the sliced step of the fused update), or one
-// launch over parameters that lie flat on one GPU (plan_flat, step_flat, the flat state), which
-// a CUDA graph can capture and replay (prepare_graph_replay).
+// Optimizer's steps for the elementwise optimizers (SGD, Adam): per parameter (update_param), or
+// one launch over parameters that lie flat on one GPU (plan_flat, step_flat, the flat state),
+// which a CUDA graph can capture and replay (prepare_graph_replay).
 #include "lockstep/autograd/grad_mode.h"
 #include "lockstep/cuda/graph.h"
 #include "lockstep/ops/ops.h"
@@ -11,22 +10,8 @@
 
 namespace lockstep::optim {
 
-// ---- sliced steps ------------------------------------------------------------------------------
-
-void Optimizer::prepare_param(std::size_t) {
-  throw ValueError("this optimizer has no elementwise (sliced) step");
-}
-void Optimizer::update_range(std::size_t, const Tensor&, std::int64_t, std::int64_t) {
-  throw ValueError("this optimizer has no elementwise (sliced) step");
-}
-void Optimizer::commit_param(std::size_t) {
-  throw ValueError("this optimizer has no elementwise (sliced) step");
-}
-
-bool Optimizer::all_params_on_cpu() const {
-  for (const Tensor& p : params_)
-    if (!p.device().is_cpu()) return false;
-  return true;
+void Optimizer::update_param(std::size_t, const Tensor&) {
+  throw ValueError("this optimizer has no elementwise step");
 }
 
 detail::FlatPlan Optimizer::plan_flat() const {
@@ -159,9 +144,7 @@ void Optimizer::step_elementwise() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i].grad();
     if (!g.defined()) continue;  // no gradient: untouched, no state created
-    prepare_param(i);
-    update_range(i, g, 0, params_[i].numel());
-    commit_param(i);
+    update_param(i, g);
     if (params_[i].device().is_cuda() && params_[i].numel() > 0) ++cuda_step_.launches;
   }
 }
@@ -183,54 +166,6 @@ bool Optimizer::has_graph_step() const { return graph_plan_ != nullptr; }
 void Optimizer::reset_graph_step() {
   graph_plan_.reset();
   graph_table_.reset();
-}
-
-void Optimizer::begin_sliced_step(const std::vector<char>& candidates) {
-  if (!supports_sliced_step())
-    throw ValueError(
-        "optimizer: this optimizer's step is not elementwise; it cannot run in slices");
-  if (candidates.size() != params_.size())
-    throw ValueError("begin_sliced_step: " + std::to_string(candidates.size()) +
-                     " candidate flags for " + std::to_string(params_.size()) + " parameters");
-  NoGradGuard no_grad;
-  candidates_ = candidates;
-  for (std::size_t i = 0; i < params_.size(); ++i)
-    if (candidates_[i]) prepare_param(i);
-  sliced_ = true;
-}
-
-void Optimizer::update_slice(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) {
-  if (!sliced_ || i >= params_.size() || !candidates_[i])
-    throw ValueError("update_slice: parameter " + std::to_string(i) +
-                     " is not a candidate of a sliced step in progress");
-  const Tensor& p = params_[i];
-  if (!grad.defined() || grad.dtype() != p.dtype())
-    throw DTypeError("update_slice: parameter " + std::to_string(i) + " is " +
-                     to_string(p.dtype()) + " but its gradient is " +
-                     (grad.defined() ? to_string(grad.dtype()) : std::string("undefined")));
-  if (grad.shape() != p.shape())
-    throw ShapeError("update_slice: parameter " + std::to_string(i) + " " + p.shape().str() +
-                     " got a gradient " + grad.shape().str());
-  if (lo < 0 || lo > hi || hi > p.numel())
-    throw ValueError("update_slice: range [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                     ") outside parameter " + std::to_string(i) + " of " +
-                     std::to_string(p.numel()) + " elements");
-  if (lo < hi) update_range(i, grad, lo, hi);
-}
-
-void Optimizer::end_sliced_step(const std::vector<char>& updated) {
-  if (!sliced_) throw ValueError("end_sliced_step: no sliced step in progress");
-  if (updated.size() != params_.size())
-    throw ValueError("end_sliced_step: " + std::to_string(updated.size()) + " flags for " +
-                     std::to_string(params_.size()) + " parameters");
-  for (std::size_t i = 0; i < params_.size(); ++i)
-    if (updated[i] && !candidates_[i])
-      throw ValueError("end_sliced_step: parameter " + std::to_string(i) +
-                       " was not a candidate of this step");
-  sliced_ = false;
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < params_.size(); ++i)
-    if (updated[i]) commit_param(i);
 }
 
 }  // namespace lockstep::optim

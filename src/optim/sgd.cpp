@@ -57,7 +57,7 @@ std::int64_t SGD::step_flat(const detail::FlatPlan& plan) {
       plan.grad_base_index == detail::kNoBase ? none : params_[plan.grad_base_index].grad(), buf,
       segments, lr_, options_.momentum, options_.dampening, options_.weight_decay,
       options_.nesterov, static_cast<cuda_ops::FlatMode>(flat_mode_value()), graph_table_.get());
-  // The momentum buffer of a parameter's first step becomes state (commit_param's rule); not
+  // The momentum buffer of a parameter's first step becomes state (update_param's rule); not
   // while capturing, when nothing has run (and no buffer is new).
   if (momentum && graph_mode_ != GraphMode::Capture)
     for (const auto& s : plan.segments)
@@ -66,52 +66,35 @@ std::int64_t SGD::step_flat(const detail::FlatPlan& plan) {
   return launched;
 }
 
-void SGD::prepare_param(std::size_t i) {
-  if (pending_.size() != params_.size()) pending_.resize(params_.size());
-  Pending& pd = pending_[i];
-  pd = Pending{};
-  if (options_.momentum == 0) return;
-  pd.first = !has_state(i, "momentum_buffer");
-  // A first step ignores the buffer's contents (b = d), so a new one is only allocated here and
-  // becomes state in commit_param.
-  pd.buf =
-      pd.first ? zeros(params_[i].shape(), params_[i].options()) : state_[i]["momentum_buffer"];
-}
-
-void SGD::update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) {
+void SGD::update_param(std::size_t i, const Tensor& grad) {
   const Tensor& p = params_[i];
-  const Pending& pd = pending_[i];
+  if (p.device().is_cuda() && grad.device() != p.device())
+    throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
+                      " but its gradient on " + grad.device().str());
+  const SGDOptions& o = options_;
+  // A first step ignores the buffer's contents (b = d): a new buffer is allocated here and
+  // becomes state once the update is made.
+  const bool first = o.momentum != 0 && !has_state(i, "momentum_buffer");
+  const Tensor buf = o.momentum == 0 ? Tensor()
+                     : first         ? zeros(p.shape(), p.options())
+                                     : state_[i]["momentum_buffer"];
   if (p.device().is_cuda()) {
     // One fused launch over the whole parameter (cuda_ops::sgd_step) where the parameters do not
-    // lie flat (step_flat otherwise); supports_sliced_step() is false while a parameter is on a
-    // GPU, so only step() gets here.
-    if (lo != 0 || hi != p.numel())
-      throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
-                        "; its update runs over the whole parameter, not in slices");
-    if (grad.device() != p.device())
-      throw DeviceError("SGD: parameter " + std::to_string(i) + " is on " + p.device().str() +
-                        " but its gradient on " + grad.device().str());
-    (void)cuda_ops::sgd_step(p, grad, pd.buf, pd.first, lr_, options_.momentum, options_.dampening,
-                             options_.weight_decay, options_.nesterov);
-    return;
-  }
-  const SGDOptions& o = options_;
-  if (p.dtype() == kFloat64)
+    // lie flat (step_flat otherwise).
+    (void)cuda_ops::sgd_step(p, grad, buf, first, lr_, o.momentum, o.dampening, o.weight_decay,
+                             o.nesterov);
+  } else if (p.dtype() == kFloat64) {
     sgd_update<double>(
-        p.data_ptr<double>() + lo, grad.data_ptr<double>() + lo,
-        pd.buf.defined() ? pd.buf.data_ptr<double>() + lo : nullptr, pd.first, hi - lo,
+        p.data_ptr<double>(), grad.data_ptr<double>(),
+        buf.defined() ? buf.data_ptr<double>() : nullptr, first, p.numel(),
         rules::sgd_scalars<double>(lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov));
-  else
+  } else {
     sgd_update<float>(
-        p.data_ptr<float>() + lo, grad.data_ptr<float>() + lo,
-        pd.buf.defined() ? pd.buf.data_ptr<float>() + lo : nullptr, pd.first, hi - lo,
+        p.data_ptr<float>(), grad.data_ptr<float>(),
+        buf.defined() ? buf.data_ptr<float>() : nullptr, first, p.numel(),
         rules::sgd_scalars<float>(lr_, o.momentum, o.dampening, o.weight_decay, o.nesterov));
-}
-
-void SGD::commit_param(std::size_t i) {
-  Pending& pd = pending_[i];
-  if (pd.first && pd.buf.defined()) set_state(i, "momentum_buffer", pd.buf);
-  pd = Pending{};
+  }
+  if (first) set_state(i, "momentum_buffer", buf);
 }
 
 }  // namespace lockstep::optim

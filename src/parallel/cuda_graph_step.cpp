@@ -42,10 +42,6 @@ void GraphStepPlanner::reset() {
 
 // ---- CUDAGraphStep -----------------------------------------------------------------------------
 
-namespace {
-
-}  // namespace
-
 CUDAGraphStep::CUDAGraphStep(DataParallel& dp, std::shared_ptr<optim::Optimizer> optimizer,
                              CUDAGraphStepOptions options)
     : dp_(dp),
@@ -67,28 +63,13 @@ CUDAGraphStep::CUDAGraphStep(DataParallel& dp, std::shared_ptr<optim::Optimizer>
                      "losses on the host); train without CUDA graphs");
   if (dp.options().deterministic) throw ValueError(prefix + "deterministic mode is not captured");
   if (!optimizer_) throw ValueError(prefix + "null optimizer");
-  // dp makes the step (its step owner); register the optimizer with it unless it already is.
-  if (!dp.fused_optim()) {
-    dp.register_fused_optim(optimizer_);
-    registered_ = true;
-  }
-  check_owner();
 }
 
 CUDAGraphStep::~CUDAGraphStep() {
   try {
     reset();
-    if (registered_ && dp_.fused_optim() == optimizer_) dp_.register_fused_optim(nullptr);
   } catch (...) {
   }
-}
-
-void CUDAGraphStep::check_owner() const {
-  if (dp_.fused_optim() != optimizer_)
-    throw ValueError(
-        "CUDA graphs: the DataParallel's registered fused optimizer is not the optimizer given "
-        "to CUDAGraphStep, so the step would be made by the wrong one; register this optimizer "
-        "(dp.register_fused_optim) or none before making the CUDAGraphStep, and keep it");
 }
 
 void CUDAGraphStep::reset() {
@@ -138,13 +119,13 @@ void CUDAGraphStep::check() {
 }
 
 Tensor CUDAGraphStep::eager(const Tensor& input, const Tensor& target) {
-  check_owner();
   optimizer_->zero_grad();
-  return dp_.forward_backward(input, target, loss_);  // with the step (dp's fused optimizer)
+  Tensor loss = dp_.forward_backward(input, target, loss_);
+  optimizer_->step();
+  return loss;
 }
 
 void CUDAGraphStep::capture(const Tensor& input, const Tensor& target) {
-  check_owner();
   // Static inputs at fixed addresses (the graph reads them), filled before each replay.
   static_input_ = empty(input.shape(), input.options().device(device_).requires_grad(false));
   static_target_ = empty(target.shape(), target.options().device(device_).requires_grad(false));
@@ -154,6 +135,7 @@ void CUDAGraphStep::capture(const Tensor& input, const Tensor& target) {
   graph_.capture_begin(device_.index);
   try {
     static_loss_ = dp_.forward_backward(static_input_, static_target_, loss_);
+    optimizer_->step();  // captured: the flat step's launch (Optimizer::prepare_graph_replay)
     graph_.capture_end();
   } catch (...) {
     graph_.abort_capture();
@@ -169,7 +151,6 @@ void CUDAGraphStep::capture(const Tensor& input, const Tensor& target) {
 }
 
 Tensor CUDAGraphStep::replay(const Tensor& input, const Tensor& target) {
-  check_owner();
   {
     NoGradGuard no_grad;
     static_input_.copy_(input.detach());

@@ -1,5 +1,6 @@
 // DataParallel: construction, replicas and workers, and the nn::Module interface. The training
-// paths are in data_parallel_{forward,reducer,deterministic,one_device}.cpp.
+// paths are in data_parallel_{forward_backward,reducer,one_device,deterministic,forward}.cpp
+// (forward_backward: the entry; forward: the gather path).
 #include "lockstep/parallel/data_parallel.h"
 
 #include <set>
@@ -179,41 +180,6 @@ void DataParallel::check_master(bool gradients) {
     view.copy_(p.detach());
     p.set_data(view);
   }
-}
-
-void DataParallel::register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer) {
-  if (!optimizer) {
-    fused_.reset();
-    fused_index_.clear();
-    return;
-  }
-  // On GPUs the fused optimizer's step always runs as step() after the reduction (see
-  // register_fused_optim in the header), so any optimizer will do there.
-  // Across ranks (a process_group) the step always runs as step() too (step_place), which is how
-  // ZeroRedundancyOptimizer (whose step is a collective) is registered.
-  if (devices_.front().is_cpu() && !options_.process_group && !optimizer->supports_sliced_step())
-    throw ValueError(
-        "DataParallel::register_fused_optim: the optimizer's step is not elementwise (it does not "
-        "support sliced steps, Optimizer::supports_sliced_step()); call its step() after "
-        "forward_backward() instead");
-  std::vector<int> index(master_.params.size(), -1);
-  const auto& params = optimizer->params();
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    std::size_t j = 0;
-    while (j < master_.params.size() && !master_.params[j].is_same(params[i])) ++j;
-    if (j == master_.params.size())
-      throw ValueError("DataParallel::register_fused_optim: optimizer parameter " +
-                       std::to_string(i) + " " + params[i].shape().str() +
-                       " is not a parameter of the wrapped module (build the optimizer from "
-                       "module()->parameters() or the DataParallel's parameters())");
-    if (index[j] >= 0)
-      throw ValueError("DataParallel::register_fused_optim: optimizer parameters " +
-                       std::to_string(index[j]) + " and " + std::to_string(i) +
-                       " are the same tensor; a fused step would update it twice");
-    index[j] = static_cast<int>(i);
-  }
-  fused_ = std::move(optimizer);
-  fused_index_ = std::move(index);
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> DataParallel::gradient_buckets() const {

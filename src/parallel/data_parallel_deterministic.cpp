@@ -134,7 +134,6 @@ Tensor DataParallel::forward_backward_deterministic(const nn::Args& inputs, cons
   ShardRows all = gather_shards({slots, std::move(had), std::move(losses)}, g);
   std::vector<char> any = reduce_slots(all.rows, all.had);
   accumulate_master_grads(narrow(all.rows, 0, 0, 1).reshape({master_.numel}), any);
-  reduced_ = true;
   return scalar_tensor(empty ? std::nan("") : tree_sum(all.losses), master_.buffer.options());
 }
 

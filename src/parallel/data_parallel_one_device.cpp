@@ -12,10 +12,10 @@
 namespace lockstep::parallel {
 
 bool DataParallel::one_device_path() const {
-  // Not on GPUs (their fused step reads the gradients as views of one flat buffer, and CUDA graph
-  // capture goes through the reducer path), not across ranks, not in deterministic mode (its
-  // shards), not under no_sync() or while its gradients are pending (they live in the local
-  // buffers, which the reducer path seeds).
+  // Not on GPUs (their flat optimizer step reads the gradients as views of one flat buffer, and
+  // CUDA graph capture goes through the reducer path), not across ranks, not in deterministic
+  // mode (its shards), not under no_sync() or while its gradients are pending (they live in the
+  // local buffers, which the reducer path seeds).
   return devices_.size() == 1 && devices_.front().is_cpu() && !options_.process_group &&
          !options_.deterministic && require_sync_ && !local_pending_;
 }
@@ -39,7 +39,6 @@ Tensor DataParallel::forward_backward_one_device(const nn::Args& inputs, const T
     });
   }
   bytes_moved_ = 0;
-  reduced_ = true;
   return scalar_tensor(loss, master_.buffer.options());
 }
 

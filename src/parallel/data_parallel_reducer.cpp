@@ -1,7 +1,6 @@
 // DataParallel's reducer path (forward_backward without deterministic mode): each replica's loss
 // on its own chunk, weighted by its share of the global batch, gradients bucketed and reduced by
-// GradientReducer while backward runs; no_sync() accumulation; the fused optimizer's update on
-// the workers.
+// GradientReducer while backward runs; no_sync() accumulation.
 #include <algorithm>
 #include <cmath>
 
@@ -113,53 +112,17 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     return mean_loss();
   }
   const bool seed = local_pending_;
-  // The fused optimizer's update on the workers, block by block inside the reduction (step_place).
-  const bool sliced = step_place(seed) == StepPlace::Workers;
   // master_grad_ is replica 0's reducer buffer, which this step overwrites.
   renew_master_grad_if_held();
-  std::vector<char> candidates;
-  std::vector<Tensor> grad_views;  // master parameter j's gradient in replica 0's buffer
-  if (sliced) {
-    candidates.assign(fused_->params().size(), 0);
-    for (std::size_t j = 0; j < master_.params.size(); ++j) {
-      grad_views.push_back(master_.view_of(master_grad_, j));
-      if (fused_index_[j] >= 0 && master_.params[j].requires_grad())
-        candidates[static_cast<std::size_t>(fused_index_[j])] = 1;
-    }
-    fused_->begin_sliced_step(candidates);
-  }
-  // The reducers call the update from finalize() (see GradientReducer::set_update); it reads
-  // grad_views, so it is cleared again when this call ends, also by an exception.
-  for (std::size_t k = 0; k < n; ++k) {
-    if (sliced)
-      reducers_[k]->set_update([this, k, &grad_views](std::int64_t lo, std::int64_t hi) {
-        fused_update(k, lo, hi, grad_views);
-      });
-    else
-      reducers_[k]->set_update(nullptr);
-  }
-  // When the call throws, the sliced step also ends, with nothing updated (nothing was).
-  struct ClearUpdates {
-    std::vector<std::unique_ptr<GradientReducer>>& reducers;
-    optim::Optimizer* sliced_step;  // null once ended (or when not sliced)
-    ~ClearUpdates() {
-      if (!sliced_step) return;
-      for (auto& r : reducers) r->set_update(nullptr);
-      try {
-        sliced_step->end_sliced_step(std::vector<char>(sliced_step->params().size(), 0));
-      } catch (...) {
-      }
-    }
-  } clear_updates{reducers_, sliced ? fused_.get() : nullptr};
   replicas_->run(n, [&](std::size_t k) {
     reducers_[k]->prepare();
     if (seed) seed_from_local(k);
     // A replica that fails still takes part in every remaining collective (contributing zeros),
-    // so the others finish their step instead of waiting for it; then its error is rethrown. It
-    // counts as not completed, so no reducer applies the fused optimizer's update. Under a
-    // module that runs collectives the others may be waiting in one of the module's instead: the
-    // failing replica aborts the group (ReplicaSet::run) and every replica throws; the failing
-    // one's started reductions are waited for after the abort (ReplicaSet::set_on_abort).
+    // so the others finish their step instead of waiting for it; then its error is rethrown.
+    // Under a module that runs collectives the others may be waiting in one of the module's
+    // instead: the failing replica aborts the group (ReplicaSet::run) and every replica throws;
+    // the failing one's started reductions are waited for after the abort
+    // (ReplicaSet::set_on_abort).
     struct AbandonOnError {
       GradientReducer& r;
       bool abandons;
@@ -173,7 +136,7 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
     } guard{*reducers_[k], !collectives};
     if (runs_piece(k)) replica_step(k);
     guard.done = true;
-    reducers_[k]->finalize();  // with the fused optimizer: also its update (set_update above)
+    reducers_[k]->finalize();
   });
   bytes_moved_ = replicas_->parameter_copy_bytes(n);
   for (std::size_t k = 0; k < n; ++k) bytes_moved_ += reducers_[k]->bytes_reduced();
@@ -186,18 +149,6 @@ Tensor DataParallel::forward_backward_reducer(const nn::Args& inputs, const Tens
       for (std::size_t k = 0; k < n; ++k) has[j] = has[j] || local_has_[k][j];
   }
   accumulate_master_grads(reducers_[0]->flat_grad(), has);
-  reduced_ = true;
-  if (sliced) {
-    std::vector<char> updated(candidates.size(), 0);
-    for (std::size_t j = 0; j < has.size(); ++j)
-      if (fused_index_[j] >= 0 && has[j])
-        updated[static_cast<std::size_t>(fused_index_[j])] =
-            candidates[static_cast<std::size_t>(fused_index_[j])];
-    for (auto& r : reducers_) r->set_update(nullptr);
-    clear_updates.sliced_step = nullptr;
-    fused_->end_sliced_step(updated);
-    fused_done_ = true;
-  }
   for (std::size_t k = 0; k < n; ++k) replicas_->clear_grads(k);
   if (seed) {
     NoGradGuard no_grad;
@@ -227,24 +178,6 @@ void DataParallel::check_graph_capturable(std::int64_t batch) const {
         "DataParallel::forward_backward under CUDA graph capture: not supported "
         "because " +
         why);
-}
-
-void DataParallel::fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,
-                                const std::vector<Tensor>& grads) {
-  const GradientReducer& reducer = *reducers_[k];
-  const std::size_t nparams = master_.params.size();
-  // The first parameter overlapping [lo, hi), then the following ones.
-  std::size_t j = static_cast<std::size_t>(
-      std::upper_bound(master_.offsets.begin(), master_.offsets.end(), lo) -
-      master_.offsets.begin());
-  j = j > 0 ? j - 1 : 0;
-  for (; j < nparams && master_.offsets[j] < hi; ++j) {
-    const int i = fused_index_[j];
-    if (i < 0 || !reducer.has_grad(j)) continue;  // not optimized / no gradient on any replica
-    const std::int64_t off = master_.offsets[j], numel = master_.shapes[j].numel();
-    const std::int64_t a = std::max(lo, off) - off, e = std::min(hi, off + numel) - off;
-    if (a < e) fused_->update_slice(static_cast<std::size_t>(i), grads[j], a, e);
-  }
 }
 
 void DataParallel::accumulate_local(std::size_t k) {

@@ -1,6 +1,6 @@
 // GradientReducer (lockstep/parallel/gradient_reducer.h): the gradient buffer and its buckets,
 // the hooks that mark a parameter's gradient ready during backward, and the end of a step
-// (finalize / abandon: the remaining buckets, the flags, the fused update). The flags are in
+// (finalize / abandon: the remaining buckets and the flags). The flags are in
 // gradient_reducer_flags.cpp, the buckets' collectives in gradient_reducer_collectives.cpp.
 #include "lockstep/parallel/gradient_reducer.h"
 
@@ -139,14 +139,6 @@ void GradientReducer::start_ready_buckets() {
     reduce_bucket(next_bucket_++);
 }
 
-void GradientReducer::set_update(std::function<void(std::int64_t, std::int64_t)> update) {
-  if (update && options_.scatter)
-    throw ValueError(
-        "GradientReducer: a fused update reads every sum; the reduce-scatter (ZeRO's) "
-        "leaves each member only its chunk");
-  update_ = std::move(update);
-}
-
 void GradientReducer::abandon() {
   completed_ = false;
   reduce_rest();
@@ -161,9 +153,7 @@ void GradientReducer::reduce_rest() {
   NoGradGuard no_grad;
   active_ = false;
   try {
-    if (update_ && !buckets_.empty()) {
-      reduce_rest_with_update();
-    } else if (!buckets_.empty()) {
+    if (!buckets_.empty()) {
       // Every bucket not started yet, then (with compression) the flags natively on their own;
       // all of them waited for before the flags are read.
       while (next_bucket_ < buckets_.size()) reduce_bucket(next_bucket_++);
@@ -182,46 +172,6 @@ void GradientReducer::reduce_rest() {
     Tensor p = flat_.params[k];
     p.set_grad(has_grad_[k] ? flat_.view_of(grad_view_, k) : Tensor());
     autograd::set_grad_destination(p, Tensor());
-  }
-}
-
-void GradientReducer::reduce_rest_with_update() {
-  // The buckets before the last, waited for; the flags on their own, all-reduced, so every rank
-  // knows which parameters have a gradient and whether every rank completed (a collective every
-  // rank enters after its waits: past it, the root's sums of those buckets are final); if all
-  // did, the update of this rank's part of those buckets, then the last bucket's reduction with
-  // the update of each block this rank sums as its epilogue. With compression the last bucket is
-  // one of "those buckets" too: the wire format rounds the sums after the reduction, which an
-  // epilogue inside it would not see.
-  const bool epilogue_bucket = options_.compression == dist::WireFormat::Native;
-  const std::size_t last = buckets_.size() - (epilogue_bucket ? 1 : 0);
-  while (next_bucket_ < last) reduce_bucket(next_bucket_++);
-  wait_pending();
-  write_flags();
-  Tensor flags = narrow(grad_, 0, 0, static_cast<std::int64_t>(flat_.params.size()) + 1);
-  group_->all_reduce(flags, dist::ReduceOp::Sum);
-  if (group_->size() > 1)
-    bytes_reduced_ += flags.numel() * static_cast<std::int64_t>(element_size(flags.dtype()));
-  read_flags();
-  const bool all = completed_ranks_ == group_->size();
-  if (all)
-    for (std::size_t b = 0; b < last; ++b) {
-      // The part of the bucket whose sums this rank made (the backend says which: in the threads
-      // backend its slice, still in this core's cache), as the last bucket's epilogue splits it.
-      const auto [a, e] =
-          group_->epilogue_range(buckets_[b].hi - buckets_[b].lo, std::max(root_, 0));
-      if (a < e) update_(buckets_[b].lo + a, buckets_[b].lo + e);
-    }
-  if (!epilogue_bucket) return;
-  const std::int64_t base = buckets_[last].lo;
-  const dist::ProcessGroup::Epilogue epilogue = [&](std::int64_t lo, std::int64_t hi) {
-    update_(base + lo, base + hi);
-  };
-  if (all) {
-    reduce_bucket(next_bucket_++, &epilogue);
-  } else {
-    reduce_bucket(next_bucket_++);
-    wait_pending();
   }
 }
 

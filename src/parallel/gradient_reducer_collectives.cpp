@@ -1,6 +1,6 @@
 // GradientReducer's collectives: a bucket's reduction (all-reduce, reduce to the root, or the
 // reduce-scatter of ZeRO, in chunks padded to one size), started asynchronously (blocking inside
-// a CUDA graph capture or with the fused update's epilogue), and the wait for the started ones.
+// a CUDA graph capture), and the wait for the started ones.
 #include <algorithm>
 #include <exception>
 
@@ -11,7 +11,7 @@
 
 namespace lockstep::parallel {
 
-void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue) {
+void GradientReducer::reduce_bucket(std::size_t b) {
   NoGradGuard no_grad;
   const Bucket& bucket = buckets_[b];
   // Slices that got no gradient on this rank contribute zeros.
@@ -25,15 +25,7 @@ void GradientReducer::reduce_bucket(std::size_t b, const dist::ProcessGroup::Epi
   if (flags) write_flags();
   const std::int64_t lo = flags ? 0 : pad_ + bucket.lo, hi = pad_ + bucket.hi;
   if (options_.scatter) return start_scatter(bucket.lo, bucket.hi);
-  if (!epilogue) {
-    start(lo, hi, options_.compression);
-    return;
-  }
-  // The fused update's last bucket (reduce_rest_with_update): blocking, the update its epilogue.
-  Tensor slice = narrow(grad_, 0, lo, hi - lo);
-  group_->reduce(slice, root_, dist::ReduceOp::Sum, *epilogue);
-  if (group_->size() > 1)
-    bytes_reduced_ += slice.numel() * static_cast<std::int64_t>(element_size(slice.dtype()));
+  start(lo, hi, options_.compression);
 }
 
 void GradientReducer::start(std::int64_t lo, std::int64_t hi, dist::WireFormat wire) {

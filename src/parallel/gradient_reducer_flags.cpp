@@ -72,7 +72,7 @@ void GradientReducer::read_flags() {
 }
 
 bool GradientReducer::flags_ride() const {
-  return !update_ && options_.compression == dist::WireFormat::Native && !options_.scatter;
+  return options_.compression == dist::WireFormat::Native && !options_.scatter;
 }
 
 }  // namespace lockstep::parallel

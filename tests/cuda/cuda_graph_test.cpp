@@ -132,14 +132,13 @@ TEST(CudaGraph, HostReadsDuringACaptureAreRefusedAndTheStreamStaysUsable) {
 // ---- the whole training step
 // ---------------------------------------------------------------------
 
-// A golden file's training through DataParallel on cuda:0 with the fused optimizer, each step
-// through CUDAGraphStep (graphs) or forward_backward (eager); `lr_at(step)` (when set) changes the
+// A golden file's training through DataParallel on cuda:0, each step through CUDAGraphStep
+// (graphs) or zero_grad, forward_backward and step (eager); `lr_at(step)` (when set) changes the
 // learning rate before a step, as an LR scheduler would.
 GoldenRun run_graphed(const Golden& g, bool graphs, std::vector<parallel::GraphStepAction>* actions,
                       const std::function<double(std::int64_t)>& lr_at = {}) {
   auto dp = std::make_shared<nn::DataParallel>(build_mlp(g), std::vector<Device>{kGpu});
   std::shared_ptr<optim::Optimizer> optimizer = build_optimizer(g, dp->parameters());
-  dp->register_fused_optim(optimizer);
   std::unique_ptr<parallel::CUDAGraphStep> step;
   if (graphs) step = std::make_unique<parallel::CUDAGraphStep>(*dp, optimizer);
   Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
@@ -160,6 +159,7 @@ GoldenRun run_graphed(const Golden& g, bool graphs, std::vector<parallel::GraphS
       } else {
         optimizer->zero_grad();
         run.step_losses.push_back(dp->forward_backward(bx, by, criterion).item());
+        optimizer->step();
       }
     }
     dp->eval();
@@ -227,7 +227,6 @@ TEST(CudaGraphStep, BadLabelUnderAReplayIsTheCpuIndexError) {
   nn::DataParallel dp(model, std::vector<Device>{kGpu});
   std::shared_ptr<optim::Optimizer> opt =
       std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.1});
-  dp.register_fused_optim(opt);
   parallel::CUDAGraphStep step(dp, opt, {.warmup_steps = 1});
   const Tensor x = ones({4, 4});
   const Tensor good = tensor(std::vector<std::int64_t>{0, 1, 2, 1});
@@ -246,31 +245,22 @@ TEST(CudaGraphStep, BadLabelUnderAReplayIsTheCpuIndexError) {
   EXPECT_EQ(step.last_action(), parallel::GraphStepAction::Replay);
 }
 
-// The step has one owner, the DataParallel: CUDAGraphStep registers its optimizer as dp's fused
-// optimizer when none is (and unregisters it when it goes), and refuses another one.
-TEST(CudaGraphStep, TheDataParallelOwnsTheStep) {
+// The step steps the optimizer it was given: the parameters move, eagerly and replayed.
+TEST(CudaGraphStep, StepsTheGivenOptimizer) {
   LOCKSTEP_REQUIRE_CUDA();
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(4, 3));
   nn::DataParallel dp(model, std::vector<Device>{kGpu});
   std::shared_ptr<optim::Optimizer> opt =
       std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.1});
-  std::shared_ptr<optim::Optimizer> other =
-      std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.1});
-  {
-    parallel::CUDAGraphStep step(dp, opt, {.warmup_steps = 1});
-    EXPECT_EQ(dp.fused_optim(), opt);
+  parallel::CUDAGraphStep step(dp, opt, {.warmup_steps = 1});
+  for (auto action : {parallel::GraphStepAction::Warmup, parallel::GraphStepAction::Capture,
+                      parallel::GraphStepAction::Replay}) {
     const Tensor before = dp.parameters()[0].to(cpu()).clone();
     (void)step.step(ones({4, 4}), tensor(std::vector<std::int64_t>{0, 1, 2, 1}));
+    EXPECT_EQ(step.last_action(), action);
     EXPECT_NE(dp.parameters()[0].to(cpu()).to_vector<float>(), before.to_vector<float>());
-    dp.register_fused_optim(other);
-    EXPECT_THROW((void)step.step(ones({4, 4}), tensor(std::vector<std::int64_t>{0, 1, 2, 1})),
-                 ValueError);
-    dp.register_fused_optim(opt);
   }
-  EXPECT_EQ(dp.fused_optim(), nullptr);
-  dp.register_fused_optim(other);
-  EXPECT_THROW(parallel::CUDAGraphStep(dp, opt), ValueError);
 }
 
 TEST(CudaGraphStep, RefusesAStepUnderAutocast) {

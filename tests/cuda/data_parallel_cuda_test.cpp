@@ -1,7 +1,7 @@
 // DataParallel on CUDA devices (replicas on GPUs, gradients reduced over an NCCL group): the
 // golden trajectories through both training paths on one GPU (a group of size 1, which still
-// runs every NCCL call) and, where the machine has two or more, on all of its GPUs; the fused
-// optimizer's fallback; the refusals; deterministic mode (shards summed by the tree kernel on
+// runs every NCCL call) and, where the machine has two or more, on all of its GPUs; the
+// refusals; deterministic mode (shards summed by the tree kernel on
 // cuda:0): the golden files, bit-identical twice and across GPU counts. Needs a GPU (each test
 // skips with the reason otherwise; tests/cuda/device_test.cpp has the refusals that need none).
 #include <gtest/gtest.h>
@@ -26,8 +26,8 @@ std::vector<Device> gpus(int n) {
   return d;
 }
 
-GoldenRun train(const Golden& g, const std::vector<Device>& devices, Path path, bool fused) {
-  return run_golden_data_parallel(g, devices, path, {}, fused);
+GoldenRun train(const Golden& g, const std::vector<Device>& devices, Path path) {
+  return run_golden_data_parallel(g, devices, path);
 }
 
 // The golden files within the GPU tolerance |a − b| ≤ 1e-4 + 1e-4·|b|.
@@ -35,15 +35,13 @@ void expect_matches(const GoldenRun& run, const Golden& g, const std::string& wh
   expect_golden(run, g, what, 1e-4, 1e-4);
 }
 
-// Every golden file on one GPU (NCCL group of size 1) through both paths, and with the fused
-// optimizer registered (on GPUs it runs as step() after the reduction).
+// Every golden file on one GPU (NCCL group of size 1) through both paths.
 TEST(DataParallelCuda, GoldenTrajectoriesOnOneGpu) {
   LOCKSTEP_REQUIRE_CUDA();
   for (const std::string& name : golden_names()) {
     const Golden g = load_golden(name);
-    expect_matches(train(g, gpus(1), Path::Gather, false), g, name + " gather");
-    expect_matches(train(g, gpus(1), Path::Reducer, false), g, name + " reducer");
-    expect_matches(train(g, gpus(1), Path::Reducer, true), g, name + " reducer+fused");
+    expect_matches(train(g, gpus(1), Path::Gather), g, name + " gather");
+    expect_matches(train(g, gpus(1), Path::Reducer), g, name + " reducer");
   }
 }
 
@@ -55,8 +53,8 @@ TEST(DataParallelCuda, GoldenTrajectoriesOnEveryGpu) {
   for (const std::string& name : golden_names()) {
     const Golden g = load_golden(name);
     const std::string what = name + " on " + std::to_string(n) + " GPUs";
-    expect_matches(train(g, gpus(n), Path::Gather, false), g, what + " gather");
-    expect_matches(train(g, gpus(n), Path::Reducer, false), g, what + " reducer");
+    expect_matches(train(g, gpus(n), Path::Gather), g, what + " gather");
+    expect_matches(train(g, gpus(n), Path::Reducer), g, what + " reducer");
   }
 }
 
@@ -64,8 +62,7 @@ TEST(DataParallelCuda, GoldenTrajectoriesOnEveryGpu) {
 TEST(DataParallelCuda, RunsTwiceBitIdenticalOnOneGpu) {
   LOCKSTEP_REQUIRE_CUDA();
   const Golden g = load_golden(golden_names().front());
-  expect_bit_identical(train(g, gpus(1), Path::Reducer, false),
-                       train(g, gpus(1), Path::Reducer, false));
+  expect_bit_identical(train(g, gpus(1), Path::Reducer), train(g, gpus(1), Path::Reducer));
 }
 
 TEST(DataParallelCuda, WhatIsNotBuiltOnGpusIsRefused) {
@@ -79,16 +76,14 @@ TEST(DataParallelCuda, WhatIsNotBuiltOnGpusIsRefused) {
 
 // ---- deterministic mode on GPUs ----------------------------------------------------------------
 
-GoldenRun train_deterministic(const Golden& g, const std::vector<Device>& devices, Path path,
-                              bool fused = false) {
+GoldenRun train_deterministic(const Golden& g, const std::vector<Device>& devices, Path path) {
   parallel::DataParallelOptions o;
   o.deterministic = true;
-  return run_golden_data_parallel(g, devices, path, o, fused);
+  return run_golden_data_parallel(g, devices, path, o);
 }
 
 // Every golden file on cuda:0 in deterministic mode (shards of 8, the tree kernel on cuda:0)
-// through both paths: within the GPU tolerance of the golden files and the same bits twice (the
-// reducer path also with the fused optimizer, which makes the same step).
+// through both paths: within the GPU tolerance of the golden files and the same bits twice.
 TEST(DataParallelCuda, DeterministicOnCuda0MatchesGoldenAndRepeatsBitForBit) {
   LOCKSTEP_REQUIRE_CUDA();
   for (const std::string& name : golden_names()) {
@@ -99,9 +94,6 @@ TEST(DataParallelCuda, DeterministicOnCuda0MatchesGoldenAndRepeatsBitForBit) {
       const GoldenRun a = train_deterministic(g, gpus(1), path);
       expect_matches(a, g, what);
       expect_bit_identical(a, train_deterministic(g, gpus(1), path), what + ", two runs");
-      if (path == Path::Reducer)
-        expect_bit_identical(a, train_deterministic(g, gpus(1), path, true),
-                             what + ", fused optimizer");
     }
   }
 }
@@ -135,8 +127,8 @@ TEST(DataParallelCuda, DeterministicUnderBf16AutocastIsBitIdentical) {
   for (const std::string& name : golden_names()) {
     const Golden g = load_golden(name);
     auto run = [&](int k) {
-      return run_golden_data_parallel(g, gpus(k), Path::Reducer, o, /*fused=*/false,
-                                      /*autocast=*/true, /*max_steps=*/20);
+      return run_golden_data_parallel(g, gpus(k), Path::Reducer, o, /*autocast=*/true,
+                                      /*max_steps=*/20);
     };
     const GoldenRun one = run(1);
     expect_bit_identical(one, run(1), name + " bf16 deterministic, two runs");

@@ -43,7 +43,6 @@ class CountingGroup : public dist::ProcessGroup {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string backend() const override { return "counting"; }
-  using dist::ProcessGroup::reduce;
   void all_reduce(Tensor& t, dist::ReduceOp op) override {
     ++calls;
     inner_->all_reduce(t, op);
@@ -117,15 +116,11 @@ TEST(NcclBootstrap, CpuCollectivesGoToTheBootstrapCudaOnesToNccl) {
   Tensor d = tensor(std::span<const double>(std::vector<double>{0.25, 4.0}));
   g->broadcast(d, 0);
   g->reduce(d, 0);
-  std::int64_t handed = 0;
-  g->reduce(d, 0, dist::ReduceOp::Sum,
-            [&](std::int64_t lo, std::int64_t hi) { handed += hi - lo; });
   std::vector<Tensor> outs{zeros({2}, kFloat64)};
   g->all_gather(outs, d);
   Tensor out = zeros({2}, kFloat64);
   g->reduce_scatter(out, {d});
-  EXPECT_EQ(counting->calls - before, 6);
-  EXPECT_EQ(handed, 2);
+  EXPECT_EQ(counting->calls - before, 5);
   EXPECT_EQ(i.to_vector<std::int64_t>(), (std::vector<std::int64_t>{7, -2}));
   EXPECT_EQ(outs[0].to_vector<double>(), (std::vector<double>{0.25, 4.0}));
   EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{0.25, 4.0}));

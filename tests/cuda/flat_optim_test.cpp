@@ -239,8 +239,8 @@ TEST(CudaFlatOptim, FlatAndPerParameterStepsAlternate) {
 }
 
 // DataParallel on cuda:0: the master parameters are views of the flat buffer and their .grad
-// views of the reduced gradient buffer, so step() is one launch, also as the registered fused
-// optimizer (which runs step() after the reduction on GPUs).
+// views of the reduced gradient buffer, so step() is one launch, after forward_backward and after
+// the gather path's backward alike.
 TEST(CudaFlatOptim, DataParallelOnCuda0TakesTheFlatPath) {
   LOCKSTEP_REQUIRE_CUDA();
   auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
@@ -262,13 +262,7 @@ TEST(CudaFlatOptim, DataParallelOnCuda0TakesTheFlatPath) {
     EXPECT_TRUE(adam.last_cuda_step().flat) << adam.last_cuda_step().fallback_reason;
     EXPECT_EQ(adam.last_cuda_step().launches, 1);
   }
-  dp.register_fused_optim(sgd);
-  sgd->zero_grad();
-  (void)dp.forward_backward(x, y, criterion);
-  EXPECT_TRUE(sgd->last_cuda_step().flat) << sgd->last_cuda_step().fallback_reason;
-  EXPECT_EQ(sgd->last_cuda_step().launches, 1);
   // The gather path's gradients are views of the same buffer.
-  dp.register_fused_optim(nullptr);
   sgd->zero_grad();
   Tensor loss = criterion(dp.forward(x), y.to(kCuda0));
   loss.backward();

@@ -70,7 +70,7 @@ TEST(DataParallelAutocast, TwoDevicesTrainAsOne) {
   const GoldenRun one = run_golden(g, cpu(), /*autocast=*/true, 50);
   const GoldenRun fp32 = run_golden(g, cpu(), /*autocast=*/false, 50);
   for (Path path : {Path::Gather, Path::Reducer}) {
-    const GoldenRun two = run_golden_data_parallel(g, cpus(2), path, {}, false, true, 50);
+    const GoldenRun two = run_golden_data_parallel(g, cpus(2), path, {}, true, 50);
     EXPECT_TRUE(AllClose(two.step_losses, one.step_losses, 0, 2e-4))
         << (path == Path::Gather ? "gather" : "reducer");
     for (const auto& [key, t] : one.final_params)
@@ -96,14 +96,14 @@ TEST(DataParallelAutocast, DeterministicBitIdenticalAcrossDeviceCounts) {
   parallel::DataParallelOptions opts;
   opts.deterministic = true;
   opts.threads_per_device = 1;
-  const GoldenRun one = run_golden_data_parallel(g, cpus(1), Path::Reducer, opts, false, true);
+  const GoldenRun one = run_golden_data_parallel(g, cpus(1), Path::Reducer, opts, true);
   for (int n : {2, 3}) {
-    const GoldenRun other = run_golden_data_parallel(g, cpus(n), Path::Reducer, opts, false, true);
+    const GoldenRun other = run_golden_data_parallel(g, cpus(n), Path::Reducer, opts, true);
     for (const auto& [key, t] : one.final_params)
       EXPECT_TRUE(BitEqual(other.final_params.at(key), t)) << key << " N=" << n;
     EXPECT_EQ(other.step_losses, one.step_losses) << "N=" << n;
   }
-  const GoldenRun fp32 = run_golden_data_parallel(g, cpus(1), Path::Reducer, opts, false, false);
+  const GoldenRun fp32 = run_golden_data_parallel(g, cpus(1), Path::Reducer, opts, false);
   EXPECT_NE(fp32.step_losses, one.step_losses);
 }
 

@@ -163,23 +163,5 @@ TEST(SeveralInputs, AnIntegerOutputIsGatheredBesideADifferentiableOne) {
   for (auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
-TEST(SeveralInputs, PreStepHooksMayRegisterHooksOrDropTheOptimizer) {
-  const Data d = make_data();
-  parallel::DataParallel dp(make_model(), cpus(2));
-  auto sgd = std::make_shared<optim::SGD>(dp.parameters(), optim::SGDOptions{.lr = 0.1});
-  dp.register_fused_optim(sgd);
-  int later = 0;
-  dp.register_step_pre_hook([&] { dp.register_step_pre_hook([&] { ++later; }); });
-  dp.register_step_pre_hook([&] { dp.register_fused_optim(nullptr); });
-  const parallel::ArgsLossFn loss = [](const std::vector<Tensor>& o, const Tensor& y) {
-    return mse_loss(o[0], y);
-  };
-  dp.forward_backward({d.a, d.b, 0.5}, d.y, loss);  // steps with the optimizer it started with
-  EXPECT_EQ(later, 0);
-  EXPECT_EQ(dp.fused_optim(), nullptr);
-  dp.forward_backward({d.a, d.b, 0.5}, d.y, loss);  // no optimizer now: no step, no hooks
-  EXPECT_EQ(later, 0);
-}
-
 }  // namespace
 }  // namespace lockstep::testing

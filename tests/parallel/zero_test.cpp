@@ -75,7 +75,7 @@ struct Ranks {
 };
 
 // Trains steps [first_step, first_step + steps) of 16 rows each through DDP (its rows of every
-// batch: split_batch), the optimizer registered as DDP's fused optimizer (as the CLI does).
+// batch: split_batch): zero_grad, forward_backward, clip (run.clip > 0), step, as the CLI does.
 Ranks train(const ZeroRun& run) {
   manual_seed(11);
   const Tensor x = randn({16 * 8, 6}), y = randint(0, 3, {16 * 8});
@@ -105,14 +105,6 @@ Ranks train(const ZeroRun& run) {
       opt = factory(run.kind)(groups(run.kind, *net));
     if (run.model) ddp.load_state_dict(*run.model);
     if (run.optimizer) opt->load_state_dict(*run.optimizer);
-    ddp.register_fused_optim(opt);
-    if (run.clip > 0)
-      ddp.register_step_pre_hook([&] {
-        if (run.scatter)
-          static_cast<ZeroRedundancyOptimizer&>(*opt).clip_grad_norm_(run.clip);
-        else
-          nn::utils::clip_grad_norm_(ddp.parameters(), run.clip);
-      });
     for (int s = run.first_step; s < run.first_step + run.steps; ++s) {
       const auto part = parallel::split_batch(16, run.world, run.deterministic ? o.shard_size : 0);
       const auto [start, size] = part[static_cast<std::size_t>(rank)];
@@ -120,6 +112,13 @@ Ranks train(const ZeroRun& run) {
       opt->set_lr(opt->lr() * 0.9);  // a schedule: the shard's steps must follow it
       ddp.forward_backward(x.narrow(0, 16 * s + start, size), y.narrow(0, 16 * s + start, size),
                            nn::CrossEntropyLoss());
+      if (run.clip > 0) {
+        if (run.scatter)
+          static_cast<ZeroRedundancyOptimizer&>(*opt).clip_grad_norm_(run.clip);
+        else
+          nn::utils::clip_grad_norm_(ddp.parameters(), run.clip);
+      }
+      opt->step();
     }
     out.state[static_cast<std::size_t>(rank)] = trained_state(*net, *opt);
     out.state_bytes[static_cast<std::size_t>(rank)] = opt->state_bytes();

@@ -158,10 +158,9 @@ GoldenRun run_golden(const Golden& g, Device device, bool autocast, std::int64_t
 
 GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& devices,
                                    DataParallelPath path, parallel::DataParallelOptions options,
-                                   bool fused, bool autocast, std::int64_t max_steps) {
+                                   bool autocast, std::int64_t max_steps) {
   auto dp = std::make_shared<nn::DataParallel>(build_mlp(g), devices, std::nullopt, options);
   std::shared_ptr<optim::Optimizer> optimizer = build_optimizer(g, dp->parameters());
-  if (fused) dp->register_fused_optim(optimizer);
   Tensor x_train = g.x.narrow(0, 0, g.n_train), y_train = g.y.narrow(0, 0, g.n_train);
   Tensor x_val = g.x.narrow(0, g.n_train, g.n_val), y_val = g.y.narrow(0, g.n_train, g.n_val);
   data::DataLoader loader(std::make_shared<data::TensorDataset>(x_train, y_train),
@@ -186,7 +185,7 @@ GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& d
         AutocastGuard region(autocast);
         run.step_losses.push_back(dp->forward_backward(bx, by, criterion).item());
       }
-      if (!fused || path == DataParallelPath::Gather) optimizer->step();
+      optimizer->step();
     }
     if (max_steps >= 0 && std::ssize(run.step_losses) >= max_steps) break;
     dp->eval();

@@ -60,14 +60,14 @@ GoldenRun run_golden(const Golden& g, Device device = cpu(), bool autocast = fal
 enum class DataParallelPath { Gather, Reducer };
 
 /// Replays the golden file's training through nn::DataParallel over `devices` with `options`
-/// (the model built on the host, the optimizer over the wrapper's parameters); with `fused` the
-/// optimizer is registered as the wrapper's fused optimizer, so the reducer path makes the step.
-/// Losses are read on the wrapper's output device; final parameters are copied to the host.
-/// `autocast` and `max_steps` as in run_golden (the forward, or forward_backward, under the
-/// guard on the calling thread; DataParallel carries it to its workers).
+/// (the model built on the host, the optimizer over the wrapper's parameters; zero_grad, forward
+/// and backward or forward_backward, optimizer->step() on the calling thread). Losses are read on
+/// the wrapper's output device; final parameters are copied to the host. `autocast` and `max_steps`
+/// as in run_golden (the forward, or forward_backward, under the guard on the calling thread;
+/// DataParallel carries it to its workers).
 GoldenRun run_golden_data_parallel(const Golden& g, const std::vector<Device>& devices,
                                    DataParallelPath path,
-                                   parallel::DataParallelOptions options = {}, bool fused = false,
+                                   parallel::DataParallelOptions options = {},
                                    bool autocast = false, std::int64_t max_steps = -1);
 
 /// EXPECTs that `run` reproduces golden file `g`: the same number of final parameters, and the

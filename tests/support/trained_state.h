@@ -1,6 +1,6 @@
 // What a training run leaves, compared bit for bit with another run's: every parameter, every
-// .grad (an undefined one stays undefined), the optimizer's state_dict. Used by the fused
-// optimizer's tests (tests/parallel/fused_*_test.cpp), which promise bit-identical results.
+// .grad (an undefined one stays undefined), the optimizer's state_dict. Used by the tests that
+// promise bit-identical results (tests/parallel/comm_overlap_test.cpp, zero_test.cpp).
 #pragma once
 
 #include <gtest/gtest.h>

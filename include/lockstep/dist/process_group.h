@@ -73,30 +73,6 @@ class ProcessGroup {
     check_root("reduce", dst);
     all_reduce(tensor, op);
   }
-  /// Work on a reduced range of elements: epilogue(lo, hi) for elements [lo, hi) of the tensor.
-  using Epilogue = std::function<void(std::int64_t lo, std::int64_t hi)>;
-  /// reduce() that also hands every element of the result, once it is final in dst's buffer, to
-  /// exactly one call of `epilogue` on exactly one rank, before the collective returns on that
-  /// rank (e.g. an optimizer update of the parameters behind a gradient bucket while the sums
-  /// are in cache). The threads backend calls it on the rank that summed the elements, block by
-  /// block right after summing each (blocks of a few thousand elements, in increasing order); the
-  /// default reduces, then calls epilogue(0, numel) on dst. The epilogue must not touch the
-  /// collective's buffers except to read dst's elements it was handed; an exception from it is
-  /// rethrown on its rank after the collective completes.
-  virtual void reduce(Tensor& tensor, int dst, ReduceOp op, const Epilogue& epilogue) {
-    reduce(tensor, dst, op);
-    if (rank() == dst && epilogue) epilogue(0, tensor.numel());
-  }
-  /// The elements [lo, hi) of a `numel`-element reduce(tensor, dst, op, epilogue) whose epilogue
-  /// runs on this rank (which this rank sums, where the backend splits the work), so that a
-  /// caller updating the reduced elements itself can split the work the same way. Default: all of
-  /// them on dst, none elsewhere; the threads backend: the slice this rank sums,
-  /// [numel·rank/size, numel·(rank+1)/size). ValueError for dst outside [0, size()).
-  virtual std::pair<std::int64_t, std::int64_t> epilogue_range(std::int64_t numel, int dst) const {
-    check_root("epilogue_range", dst);
-    return rank() == dst ? std::pair<std::int64_t, std::int64_t>{0, numel}
-                         : std::pair<std::int64_t, std::int64_t>{0, 0};
-  }
   /// In place: every rank's `tensor` becomes root's.
   virtual void broadcast(Tensor& tensor, int root = 0) = 0;
   /// outputs[r] receives rank r's `input` (outputs pre-sized: size() tensors shaped like input).

@@ -30,7 +30,6 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
   /// The weight decay of parameter i (its group's). std::out_of_range for i >= params().size().
   double weight_decay(std::size_t i) const { return weight_decay_.at(i); }
-  bool supports_sliced_step() const override { return all_params_on_cpu(); }
 
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
@@ -39,22 +38,12 @@ class Adam : public Optimizer {
   }
   bool supports_flat_step() const override { return true; }
   std::int64_t step_flat(const detail::FlatPlan& plan) override;
-  void prepare_param(std::size_t i) override;
-  void update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) override;
-  void commit_param(std::size_t i) override;
+  void update_param(std::size_t i, const Tensor& grad) override;
 
  private:
   AdamOptions options_;
   bool decoupled_;
   std::vector<double> weight_decay_;  // per parameter, from its group
-  // Per parameter, for the step being made: its step number (t) and moment tensors; `fresh`:
-  // the moments were created for this step (its first) and are not state yet.
-  struct Pending {
-    double step = 0;
-    Tensor m, v;
-    bool fresh = false;
-  };
-  std::vector<Pending> pending_;
 };
 
 /// AdamW: decoupled weight decay; PyTorch's default weight_decay is 0.01.

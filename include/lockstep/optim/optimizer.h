@@ -116,55 +116,16 @@ class Optimizer {
   /// that kept it is reset.
   void reset_graph_step();
 
-  // ---- sliced steps ----------------------------------------------------------------------------
-  // An elementwise optimizer (each element's update reads and writes only that element of the
-  // parameter, its gradient and its state tensors, with scalars fixed for the whole step) can run
-  // one step as slices of its parameters on several threads: DataParallel::register_fused_optim
-  // has each device's worker update the part of the flat parameter buffer whose gradient it has
-  // just summed. step() of such an optimizer runs the same three parts on whole parameters, so a
-  // sliced step is bit-identical to step() with the same gradients:
-  //   begin_sliced_step(candidates)         one thread, before the slices
-  //   update_slice(i, grad, lo, hi) ...     any threads, disjoint (parameter, range) pairs
-  //   end_sliced_step(updated)              one thread, after every slice
-  // Between begin and end the optimizer must not be used otherwise (step, set_lr, state_dict, ...).
-
-  /// Whether this optimizer's step is elementwise and supports the calls below (SGD, Adam and
-  /// AdamW do; the base default is false).
-  virtual bool supports_sliced_step() const { return false; }
-  /// Starts a sliced step. For each parameter i with candidates[i] != 0 (candidates has one entry
-  /// per parameter), fixes what its update needs (whether its state exists yet, Adam's step
-  /// number; the lr is read by each update) and gets its state tensors ready: state it does not
-  /// have yet is created as zeros but held aside, not yet visible in state(). ValueError when
-  /// supports_sliced_step() is false or candidates has the wrong size.
-  void begin_sliced_step(const std::vector<char>& candidates);
-  /// Updates elements [lo, hi) (flat, row-major) of candidate parameter i from `grad`, its
-  /// gradient (same shape and dtype as the parameter; ShapeError / DTypeError otherwise;
-  /// ValueError for a range outside [0, numel] or a parameter that is not a candidate of the
-  /// current sliced step). Calls for disjoint element ranges may run concurrently.
-  void update_slice(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi);
-  /// Ends the sliced step: each parameter with updated[i] != 0 must have had every element
-  /// updated exactly once; it keeps the state its slices wrote (state created on its first step
-  /// becomes visible, Adam's step count advances). Every other parameter is as if step() had
-  /// skipped it (no gradient: no state created). ValueError without a sliced step in progress,
-  /// for a wrong size or for a parameter marked updated that was not a candidate.
-  void end_sliced_step(const std::vector<char>& updated);
-
  protected:
-  /// Whether every parameter is on a CPU device now: the sliced step's update_range runs host
-  /// loops over element ranges; parameters on a GPU are updated by step() instead (one launch
-  /// over all of them when they lie flat, else one per parameter).
-  bool all_params_on_cpu() const;
-  // The three parts of an elementwise step, implemented by optimizers whose
-  // supports_sliced_step() is true: prepare_param (one thread) fixes parameter i's scalars and
-  // state for this step, with new state held aside; update_range updates elements [lo, hi) (the
-  // update formula, written once); commit_param makes the held-aside state part of the state.
-  virtual void prepare_param(std::size_t i);
-  virtual void update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi);
-  virtual void commit_param(std::size_t i);
+  /// One update of parameter i from `grad`, its gradient (shaped like it, on its device), under
+  /// no_grad: the optimizer's elementwise formula (src/ops/update_rules.h) over every element, its
+  /// state created on the parameter's first step (DeviceError, nothing created, for a parameter on
+  /// a GPU whose gradient is elsewhere). Implemented by SGD, Adam and AdamW; the base throws
+  /// ValueError.
+  virtual void update_param(std::size_t i, const Tensor& grad);
   /// step() of an elementwise optimizer: when the parameters are on a GPU and lie flat (see
   /// plan_flat_step in src/optim/flat_step.h) and supports_flat_step(), one step_flat(); else
-  /// for every parameter with a gradient, prepare_param, update_range over all its elements,
-  /// commit_param. Records last_cuda_step().
+  /// update_param for every parameter with a gradient. Records last_cuda_step().
   void step_elementwise();
   /// Whether step_flat is implemented (SGD, Adam, AdamW).
   virtual bool supports_flat_step() const { return false; }
@@ -209,9 +170,6 @@ class Optimizer {
   // when they are not on one GPU or do not lie flat).
   detail::FlatPlan plan_flat() const;
 
-  // The sliced step in progress: whether one is, and its candidates.
-  bool sliced_ = false;
-  std::vector<char> candidates_;
   CudaStepInfo cuda_step_;
   // The flat state buffers (by state name) of the flat steps.
   std::unordered_map<std::string, Tensor> flat_state_;

@@ -25,25 +25,15 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
   const SGDOptions& options() const { return options_; }
-  bool supports_sliced_step() const override { return all_params_on_cpu(); }
 
  protected:
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   bool supports_flat_step() const override { return true; }
   std::int64_t step_flat(const detail::FlatPlan& plan) override;
-  void prepare_param(std::size_t i) override;
-  void update_range(std::size_t i, const Tensor& grad, std::int64_t lo, std::int64_t hi) override;
-  void commit_param(std::size_t i) override;
+  void update_param(std::size_t i, const Tensor& grad) override;
 
  private:
   SGDOptions options_;
-  // Per parameter, for the step being made: its momentum buffer (undefined without momentum),
-  // whether this is its first step (no buffer yet: b = d) and whether the buffer is new.
-  struct Pending {
-    Tensor buf;
-    bool first = false;
-  };
-  std::vector<Pending> pending_;
 };
 
 }  // namespace lockstep::optim

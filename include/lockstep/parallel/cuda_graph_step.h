@@ -90,12 +90,9 @@ struct CUDAGraphStepOptions {
 class CUDAGraphStep {
  public:
   /// `dp` on exactly one CUDA device (device_ids() == {cuda:k}), without a process group or
-  /// deterministic mode; `optimizer` over dp's parameters. The step is dp's to make (its one
-  /// step owner, DataParallel::step_place): `optimizer` is registered as dp's fused optimizer if
-  /// none is (and unregistered again when this object goes), so forward_backward makes the step,
-  /// after dp's pre-step hooks, inside the captured graph too. Both must outlive this object.
-  /// ValueError naming the reason otherwise, also when dp has another fused optimizer (here or
-  /// at a later step()).
+  /// deterministic mode; `optimizer` over dp's parameters, stepped right after forward_backward
+  /// (eagerly, and inside the captured graph: its flat step, Optimizer::prepare_graph_replay).
+  /// Both must outlive this object. ValueError naming the reason otherwise.
   CUDAGraphStep(DataParallel& dp, std::shared_ptr<optim::Optimizer> optimizer,
                 CUDAGraphStepOptions options = {});
   ~CUDAGraphStep();
@@ -103,7 +100,7 @@ class CUDAGraphStep {
   CUDAGraphStep& operator=(const CUDAGraphStep&) = delete;
 
   /// One training step on input [B, ...] and int64 targets [B] (any device; copied to the GPU):
-  /// optimizer->zero_grad(), forward_backward with cross-entropy, the optimizer's step. Returns
+  /// optimizer->zero_grad(), forward_backward with cross-entropy, optimizer->step(). Returns
   /// the step's mean loss (as dp.forward_backward(...).item()). Errors: those of an eager step
   /// (ShapeError, IndexError for a target out of range — after a replay, see above, ...);
   /// ValueError under an enabled autocast region; CudaError when the capture fails (the graph is
@@ -129,15 +126,12 @@ class CUDAGraphStep {
   void reset();
 
  private:
-  // ValueError when dp's fused optimizer is no longer optimizer_.
-  void check_owner() const;
   Tensor eager(const Tensor& input, const Tensor& target);
   void capture(const Tensor& input, const Tensor& target);
   Tensor replay(const Tensor& input, const Tensor& target);
 
   DataParallel& dp_;
   std::shared_ptr<optim::Optimizer> optimizer_;
-  bool registered_ = false;  // this object registered optimizer_ as dp's fused optimizer
   CUDAGraphStepOptions options_;
   nn::CrossEntropyLoss loss_;
   GraphStepPlanner planner_;

@@ -12,6 +12,7 @@
 //                                       computes loss_fn on its own chunk scaled by b_k / B and
 //                                       a GradientReducer all-reduces bucketed gradients over a
 //                                       ProcessGroup while backward runs; no output gather.
+// Either way the caller then steps its optimizer on the calling thread (optimizer->step()).
 //
 // Devices: CPU devices (cpu:k, logical workers sharing RAM: replicas read the master's
 // parameters in place, gradients are reduced by the in-process "threads" ProcessGroup) or CUDA
@@ -66,7 +67,6 @@
 #include "lockstep/dist/process_group.h"
 #include "lockstep/nn/loss.h"
 #include "lockstep/nn/module.h"
-#include "lockstep/optim/optimizer.h"
 #include "lockstep/parallel/flat_buffer.h"
 #include "lockstep/parallel/gradient_reducer.h"
 #include "lockstep/parallel/worker.h"
@@ -154,7 +154,12 @@ class DataParallel : public nn::Module {
 
   /// The reducer path: runs forward, loss_fn(output_k, target_k) · w_k and backward on every
   /// replica (w_k = count_k / Σ count, count_k = b_k unless `count` says otherwise), all-reduces
-  /// the gradients and adds them into the wrapped module's .grad (creating it where none).
+  /// the gradients and adds them into the wrapped module's .grad (creating it where none). The
+  /// optimizer step stays the caller's, as with PyTorch's DDP (loss.backward() there):
+  ///   optimizer->zero_grad();
+  ///   Tensor loss = dp.forward_backward(x, y, criterion);
+  ///   nn::utils::clip_grad_norm_(dp.parameters(), max_norm);  // if wanted
+  ///   optimizer->step();
   /// Returns the mean loss over the global batch (0-d, no graph; NaN when nothing counts, as
   /// PyTorch's mean over no elements). ShapeError when input and target disagree on dim 0 or the
   /// loss is not a scalar; AutogradError when the loss does not depend on the parameters;
@@ -171,55 +176,6 @@ class DataParallel : public nn::Module {
   /// CrossEntropyLoss: chunks are weighted by their targets that are not ignore_index.
   Tensor forward_backward(const Tensor& input, const Tensor& target,
                           const nn::CrossEntropyLoss& loss);
-
-  /// Registers `optimizer` as a fused optimizer (PyTorch's
-  /// DistributedDataParallel._register_fused_optim, whose fused update runs right after a
-  /// bucket's gradient reduction): from now on every forward_backward() that reduces gradients
-  /// (not one inside no_sync()) also makes the optimizer's step, and the caller does not call
-  /// optimizer->step(). The result is bit-identical to forward_backward() followed by
-  /// optimizer->step(): the same parameters, optimizer state and .grad (the reduced gradients
-  /// stay on the parameters, as with PyTorch's fused optimizer; zero_grad() is still the
-  /// caller's, before each step). Where it pays, the update runs on the device workers inside
-  /// the last gradient reduction: each worker updates the elements of the flat parameter buffer
-  /// whose gradient sums it has just computed, block by block while they are in its core's cache
-  /// (GradientReducer::set_update), with the optimizer's own elementwise update
-  /// (Optimizer::update_slice), so no thread steps the whole model and nothing is copied.
-  /// That is the reducer path of a DataParallel on two or more CPU devices without a
-  /// process_group, when no wrapped
-  /// parameter holds a .grad from before the call (.grad would be accumulated into first) and
-  /// no no_sync() gradients are pending; in every other call that reduces (one CPU device,
-  /// deterministic mode, DistributedDataParallel, the call after no_sync(), a held .grad)
-  /// optimizer->step() runs on
-  /// the calling thread at the end of forward_backward(), which is the same computation. A call
-  /// that throws (a failing replica included) updates nothing: the workers update only once the
-  /// has-grad flags' reduction has shown that every replica completed its backward. The gather path
-  /// (forward() + loss.backward()) ignores the fused optimizer: call optimizer->step() there.
-  /// The optimizer's lr is read at each step, so LR schedulers work unchanged, and its
-  /// state_dict() / load_state_dict() are unaffected. `optimizer` must hold only wrapped
-  /// parameters (the tensors of module()->parameters(), a subset is fine), each once, and on CPU
-  /// devices support sliced steps (Optimizer::supports_sliced_step(): SGD, Adam, AdamW) unless
-  /// there is a process_group (DistributedDataParallel: the step always runs as step(), so any
-  /// optimizer, ZeroRedundancyOptimizer too); ValueError otherwise. On CUDA devices the step
-  /// always runs as optimizer->step() at the end of forward_backward() on device_ids[0]: the
-  /// master parameters are views of the flat buffer and their .grad views of the reduced gradient
-  /// buffer, so SGD, Adam and AdamW update them all in one launch (Optimizer::last_cuda_step()).
-  /// A second registration replaces the first; nullptr unregisters.
-  void register_fused_optim(std::shared_ptr<optim::Optimizer> optimizer);
-  /// The registered fused optimizer (null when none).
-  const std::shared_ptr<optim::Optimizer>& fused_optim() const { return fused_; }
-  /// Adds `hook`, run right before every step of the fused optimizer (PyTorch's
-  /// Optimizer.register_step_pre_hook), once the gradients are reduced, e.g. gradient clipping:
-  ///   dp.register_step_pre_hook([&] { nn::utils::clip_grad_norm_(dp.parameters(), 1.0); });
-  /// A hook needs every reduced gradient before any update, so with one the step runs at the end
-  /// of forward_backward() instead of on the workers (the same bits). Hooks run in order of
-  /// registration; an exception from one propagates and the step is not made. They belong to the
-  /// wrapper's step, not to the optimizer: without a registered fused optimizer they never run
-  /// (nor on the gather path, where the caller steps), and an optimizer->step() called by hand
-  /// does not run them (PyTorch's Optimizer.register_step_pre_hook is the optimizer's own). A
-  /// hook registered by a hook runs from the next step on; there is no removal.
-  void register_step_pre_hook(std::function<void()> hook) {
-    step_pre_hooks_.push_back(std::move(hook));
-  }
 
   std::shared_ptr<nn::Module> module() const { return module_; }
   const std::vector<Device>& device_ids() const { return devices_; }
@@ -414,19 +370,6 @@ class DataParallel : public nn::Module {
   // ValueError unless the reducer path's step can be captured into a CUDA graph: one GPU, no
   // process group, synced (no no_sync() pending), a non-empty batch.
   void check_graph_capturable(std::int64_t batch) const;
-  // Who makes the fused optimizer's step of a forward_backward() (the one place that decides):
-  // nobody (no fused optimizer, inside no_sync(), a joined rank); the workers inside the last
-  // reduction (one process on CPU devices, nothing `seeded` from no_sync(), no .grad held from
-  // before, no pre-step hook); or the calling thread at the end of forward_backward() after the
-  // pre-step hooks (every other call that reduced; under CUDA graph capture that is inside the
-  // captured step, parallel/cuda_graph_step.h).
-  enum class StepPlace { None, Workers, End };
-  StepPlace step_place(bool seeded) const;
-  // The fused optimizer's update of flat elements [lo, hi) on worker k (its reducer's update,
-  // GradientReducer::set_update): the parts of optimized parameters with a gradient; grads[j] is
-  // master parameter j's reduced gradient.
-  void fused_update(std::size_t k, std::int64_t lo, std::int64_t hi,
-                    const std::vector<Tensor>& grads);
 
   std::shared_ptr<nn::Module> module_;
   std::vector<Device> devices_;
@@ -440,13 +383,6 @@ class DataParallel : public nn::Module {
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
   std::uint64_t step_ = 0;
-  // The fused optimizer, its parameter index per master parameter (-1: not optimized), whether
-  // the current call reduced gradients into .grad and whether its step was already made.
-  std::shared_ptr<optim::Optimizer> fused_;
-  std::vector<int> fused_index_;
-  bool reduced_ = false;
-  bool fused_done_ = false;
-  std::vector<std::function<void()>> step_pre_hooks_;
   // no_sync() state: whether forward_backward reduces, per-replica local gradient sums (flat,
   // in the replica's layout) and which parameters they hold.
   bool require_sync_ = true;

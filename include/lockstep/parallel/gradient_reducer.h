@@ -7,8 +7,8 @@
 // as soon as all of its gradients are final, from the gradient hook on the thread running backward
 // (ProcessGroup::all_reduce_async / reduce_async, keeping the Work), and the rest of backward runs
 // while it travels; finalize() / abandon() start the rest and wait for every started reduction, in
-// bucket order, before the flags are read, the fused optimizer's update runs or .grad is handed
-// out: the wait is just before the optimizer step. The last bucket (the first parameters, whose
+// bucket order, before the flags are read or .grad is handed out: the wait is just before the
+// optimizer step. The last bucket (the first parameters, whose
 // gradients backward produces last) is started by finalize(), since its reduction also counts the
 // ranks that completed their backward. Whether the reduction really runs during backward is the
 // backend's (process_group.h: threads and mpi on a communication thread, nccl on its stream; the
@@ -34,7 +34,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -63,8 +62,7 @@ struct ReducerOptions {
   /// gradients). Each element's sum is the same rank-order fold as the all-reduce's, so the
   /// shard's bits are the same, and a rank moves the same gradient bytes as a reduce but receives
   /// 1/size() of the sums. The has-grad and completion flags are all-reduced in a collective of
-  /// their own (has_grad() valid on every member). ValueError with compression, or a root
-  /// (set_update) use.
+  /// their own (has_grad() valid on every member). ValueError with compression.
   bool scatter = false;
 };
 
@@ -124,24 +122,9 @@ class GradientReducer {
   /// Whether parameter i has a gradient after finalize().
   bool has_grad(std::size_t i) const { return has_grad_[i] != 0; }
   /// After finalize(): how many ranks completed their backward (called finalize(), not
-  /// abandon()); valid where has_grad() is (the root, or every rank with root < 0 or an update).
+  /// abandon()); valid where has_grad() is (the root, or every rank with root < 0 or scatter).
   int completed_ranks() const { return completed_ranks_; }
 
-  /// The fused optimizer's hook (DataParallel::register_fused_optim): with `update` set (null
-  /// clears it), finalize() also calls update(lo, hi) on this rank's thread for ranges [lo, hi)
-  /// of the flat buffer, each element of the buffer exactly once over all ranks, every one
-  /// final in the root's flat_grad() by then — but only when every rank completed (no
-  /// abandon()), and never before every rank has entered finalize() or abandon(), so no
-  /// rank's backward still runs. For it the has-grad and completion flags become a collective of
-  /// their own (all-reduced, so has_grad() is valid on every rank), made once the buckets before
-  /// the last are reduced; then each rank gets its part of those buckets ([m·r/n, m·(r+1)/n) of
-  /// a bucket of m elements, the part it summed in the threads backend), and the last bucket is
-  /// reduced with the update as its epilogue (ProcessGroup::reduce with an epilogue; the threads
-  /// backend hands each block to the rank that summed it, right after summing it, so the sums
-  /// are still in that core's cache). Every rank sets it, or none. With a root, ranks read the
-  /// root's buffer: they must share its memory (the threads backend). An exception from it
-  /// propagates from finalize() after the collectives.
-  void set_update(std::function<void(std::int64_t lo, std::int64_t hi)> update);
   std::size_t num_buckets() const { return buckets_.size(); }
   /// Bucket b's element range [lo, hi) of the flat buffer (buckets tile it; bucket 0 holds the
   /// last parameters). ZeroRedundancyOptimizer partitions by them. std::out_of_range for
@@ -173,15 +156,14 @@ class GradientReducer {
   void mark_ready(std::size_t param);
   void start_ready_buckets();
   void reduce_rest();  // finalize() / abandon() after completed_ is set
-  void reduce_rest_with_update();
-  // Starts bucket b's reduction (appended to pending_), or runs it blocking with `epilogue`.
-  void reduce_bucket(std::size_t b, const dist::ProcessGroup::Epilogue* epilogue = nullptr);
+  // Starts bucket b's reduction (appended to pending_).
+  void reduce_bucket(std::size_t b);
   // Starts the reduction of elements [lo, hi) of grad_ in `wire` format (blocking under CUDA
   // graph capture); counts its bytes.
   void start(std::int64_t lo, std::int64_t hi, dist::WireFormat wire);
   // Starts the reduce-scatter of bucket elements [lo, hi) of the flat buffer (options_.scatter).
   void start_scatter(std::int64_t lo, std::int64_t hi);
-  // Whether the flags ride in front of the last bucket (no update, no compression) rather than
+  // Whether the flags ride in front of the last bucket (no compression, no scatter) rather than
   // in a collective of their own.
   bool flags_ride() const;
   void wait_pending();  // in order; all of them, then rethrows the first error
@@ -209,7 +191,6 @@ class GradientReducer {
   bool active_ = false;     // between prepare() and finalize(): hooks only count then
   bool completed_ = false;  // this rank's completion flag (finalize: 1, abandon: 0)
   int completed_ranks_ = 0;
-  std::function<void(std::int64_t, std::int64_t)> update_;
   std::int64_t bytes_reduced_ = 0;
 };
 

@@ -29,9 +29,9 @@
 // Use with DistributedDataParallel (how `lockstep train --zero` runs):
 //   auto zero = std::make_shared<ZeroRedundancyOptimizer>(
 //       groups, optimizer_class(optim::AdamWOptions{...}), ddp.process_group(), zero_layout(ddp));
-//   ddp.register_fused_optim(zero);   // or call zero->step() after forward_backward()
+//   zero->zero_grad(); ddp.forward_backward(x, y, criterion); zero->step();
 // The DDP reducer either all-reduces the gradients as without ZeRO (every rank has the full
-// gradient, so gradient clipping by register_step_pre_hook works unchanged), or, with
+// gradient, so nn::utils::clip_grad_norm_ before step() works unchanged), or, with
 // DistributedDataParallelOptions::reducer.scatter (one device per rank, no compression), reduce-
 // scatters each bucket so every rank receives the sums of its own chunks only — the elements this
 // optimizer's shard reads (zero_layout's buckets are the reducer's): the gradient reduce-scatter

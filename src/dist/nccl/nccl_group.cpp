@@ -112,13 +112,6 @@ void NcclGroup::reduce(Tensor& t, int dst, ReduceOp op) {
   enqueue_reduce(t, dst, op, WireFormat::Native, false);
 }
 
-// The epilogue form: the bootstrap's own for host tensors, else the default (NCCL's reduce,
-// then the epilogue on dst).
-void NcclGroup::reduce(Tensor& t, int dst, ReduceOp op, const Epilogue& epilogue) {
-  if (to_bootstrap({&t})) return bootstrap_->reduce(t, dst, op, epilogue);
-  ProcessGroup::reduce(t, dst, op, epilogue);
-}
-
 void NcclGroup::broadcast(Tensor& t, int root) {
   if (to_bootstrap({&t})) return bootstrap_->broadcast(t, root);
   check_root("broadcast", root);

@@ -134,7 +134,6 @@ class NcclGroup final : public ProcessGroup {
   std::shared_ptr<Work> reduce_scatter_async(Tensor& output, const std::vector<Tensor>& inputs,
                                              ReduceOp op) override;
 
-  void reduce(Tensor& t, int dst, ReduceOp op, const Epilogue& epilogue) override;
   void broadcast(Tensor& t, int root) override;
   void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override;

@@ -31,10 +31,6 @@ class ThreadGroup : public ProcessGroup {
  public:
   ThreadGroup(std::shared_ptr<Shared> shared, int rank) : s_(std::move(shared)), rank_(rank) {}
   int rank() const override { return rank_; }
-  std::pair<std::int64_t, std::int64_t> epilogue_range(std::int64_t numel, int dst) const override {
-    check_root("epilogue_range", dst);
-    return my_slice(numel);
-  }
   int size() const override { return s_->size; }
   std::string backend() const override { return "threads"; }
 
@@ -48,12 +44,6 @@ class ThreadGroup : public ProcessGroup {
     queue_.drain();
     check_root("reduce", dst);
     reduce_into(t, op, dst, "reduce");
-  }
-  // reduce() whose ranks each pass their slice of the result to `epilogue`, block by block.
-  void reduce(Tensor& t, int dst, ReduceOp op, const Epilogue& epilogue) override {
-    queue_.drain();
-    check_root("reduce", dst);
-    reduce_into(t, op, dst, "reduce", epilogue ? &epilogue : nullptr);
   }
 
   std::shared_ptr<Work> all_reduce_async(Tensor& t, ReduceOp op, WireFormat wire) override {
@@ -162,47 +152,23 @@ class ThreadGroup : public ProcessGroup {
   }
 
   // all_reduce (dst < 0) and reduce (into rank dst): publish, check, this rank's slice, done.
-  // With an epilogue (reduce only), this rank's slice is summed in blocks of kEpilogueBlock
-  // elements, each handed to the epilogue right after; an error from it waits for the barrier.
-  void reduce_into(Tensor& t, ReduceOp op, int dst, const char* name,
-                   const Epilogue* epilogue = nullptr) {
+  void reduce_into(Tensor& t, ReduceOp op, int dst, const char* name) {
     publish(t.raw_data(), t.numel(), t.dtype());
     check_matching(name);
     auto [lo, hi] = my_slice(t.numel());
-    auto sum = [&](std::int64_t a, std::int64_t b) {
-      switch (t.dtype()) {
-        case DType::Float32:
-          reduce_slice<float>(op, a, b, dst);
-          break;
-        case DType::Float64:
-          reduce_slice<double>(op, a, b, dst);
-          break;
-        case DType::Int64:
-          reduce_slice<std::int64_t>(op, a, b, dst);
-          break;
-      }
-    };
-    std::exception_ptr error;
-    try {
-      if (!epilogue) {
-        sum(lo, hi);
-      } else {
-        for (std::int64_t i0 = lo; i0 < hi; i0 += kEpilogueBlock) {
-          const std::int64_t i1 = std::min(hi, i0 + kEpilogueBlock);
-          sum(i0, i1);
-          (*epilogue)(i0, i1);
-        }
-      }
-    } catch (...) {
-      error = std::current_exception();
+    switch (t.dtype()) {
+      case DType::Float32:
+        reduce_slice<float>(op, lo, hi, dst);
+        break;
+      case DType::Float64:
+        reduce_slice<double>(op, lo, hi, dst);
+        break;
+      case DType::Int64:
+        reduce_slice<std::int64_t>(op, lo, hi, dst);
+        break;
     }
     s_->arrive_and_wait();
-    if (error) std::rethrow_exception(error);
   }
-
-  // 8192 elements (32 KiB of float32): one block's sums and the data an epilogue reads with them
-  // stay in L1/L2.
-  static constexpr std::int64_t kEpilogueBlock = 8192;
 
   std::pair<std::int64_t, std::int64_t> my_slice(std::int64_t n) const {
     return {n * rank_ / size(), n * (rank_ + 1) / size()};

@@ -48,7 +48,6 @@ class HybridGroup : public dist::ProcessGroup {
   // which all-reduces with the other ranks; nothing is broadcast back to the siblings. Every
   // rank's replica 0 then holds the sum (more than reduce() promises), the same bits as
   // all_reduce. Other destinations fall back to all_reduce.
-  using dist::ProcessGroup::reduce;  // the epilogue form: the default (reduce, then dst's part)
   void reduce(Tensor& tensor, int dst, dist::ReduceOp op) override {
     check_root("reduce", dst);
     if (dst != 0) return all_reduce(tensor, op);

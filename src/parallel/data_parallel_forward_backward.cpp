@@ -1,6 +1,5 @@
-// DataParallel::forward_backward's entry points (argument checks, the choice of path: the
-// reducer path, the one-device path or deterministic mode) and the one owner of the optimizer step
-// (step_place).
+// DataParallel::forward_backward's entry points: argument checks and the choice of path (the
+// reducer path, the one-device path or deterministic mode). The optimizer step is the caller's.
 #include "lockstep/parallel/data_parallel.h"
 #include "parallel/scatter_gather.h"
 
@@ -46,35 +45,9 @@ Tensor DataParallel::forward_backward(const nn::Args& inputs, const Tensor& targ
                      (target.defined() ? target.shape().str() : std::string("undefined")) +
                      "; they must have the same batch dimension");
   check_master(true);
-  reduced_ = false;
-  fused_done_ = false;
-  Tensor loss = options_.deterministic
-                    ? forward_backward_deterministic(inputs, target, loss_fn, count)
-                : one_device_path() ? forward_backward_one_device(inputs, target, loss_fn, count)
-                                    : forward_backward_reducer(inputs, target, loss_fn, count);
-  // The fused optimizer's step where the workers did not make it (step_place): a call that
-  // reduced into .grad (deterministic mode reduces inside no_sync() too, but makes no step there).
-  if (reduced_ && !fused_done_ && step_place(local_pending_) != StepPlace::None) {
-    // A copy: a hook may register another (it runs from the next step on).
-    const auto hooks = step_pre_hooks_;
-    std::shared_ptr<optim::Optimizer> optimizer = fused_;  // kept alive if a hook unregisters it
-    for (const auto& hook : hooks) hook();
-    optimizer->step();
-  }
-  return loss;
-}
-
-DataParallel::StepPlace DataParallel::step_place(bool seeded) const {
-  if (!fused_ || !require_sync_ || joined()) return StepPlace::None;
-  // On the workers only when the update uses exactly the reduced gradients: nothing seeded from
-  // no_sync(), no .grad to accumulate into, one process on CPU devices (across ranks, replica 0
-  // reduces with the other ranks after its siblings' reductions have returned; on GPUs step()
-  // is one launch anyway), and no pre-step hook (it needs every gradient first).
-  bool workers =
-      !seeded && !options_.process_group && devices_.front().is_cpu() && step_pre_hooks_.empty();
-  for (std::size_t j = 0; workers && j < master_.params.size(); ++j)
-    workers = !master_.params[j].grad().defined();
-  return workers ? StepPlace::Workers : StepPlace::End;
+  return options_.deterministic ? forward_backward_deterministic(inputs, target, loss_fn, count)
+         : one_device_path()    ? forward_backward_one_device(inputs, target, loss_fn, count)
+                                : forward_backward_reducer(inputs, target, loss_fn, count);
 }
 
 }  // namespace lockstep::parallel

@@ -120,8 +120,8 @@ class Optimizer {
   /// One update of parameter i from `grad`, its gradient (shaped like it, on its device), under
   /// no_grad: the optimizer's elementwise formula (include/lockstep/ops/detail/update_rules.h)
   /// over every element, its state created on the parameter's first step (DeviceError, nothing
-  /// created, for a parameter on a GPU whose gradient is elsewhere). Implemented by SGD, Adam and AdamW; the base throws
-  /// ValueError.
+  /// created, for a parameter on a GPU whose gradient is elsewhere). Implemented by SGD, Adam and
+  /// AdamW; the base throws ValueError.
   virtual void update_param(std::size_t i, const Tensor& grad);
   /// step() of an elementwise optimizer: when the parameters are on a GPU and lie flat (see
   /// plan_flat_step in src/optim/flat_step.h) and supports_flat_step(), one step_flat(); else

@@ -33,6 +33,7 @@ std::vector<Tensor> DataParallel::forward_args(const nn::Args& args) {
   const std::int64_t batch = detail::batch_rows(args, "DataParallel::forward_args");
   const bool grad = GradMode::is_enabled();
   check_master(grad);
+  replicas_->follow_modes();
   if (options_.deterministic) detail::refuse_batch_statistics(*replicas_->module(0));
   before_forward();
   // The tensor arguments (scattered along dim 0) and which of them need a gradient.

@@ -1,6 +1,7 @@
 // DataParallel::forward_backward's entry points: argument checks and the choice of path (the
 // reducer path, the one-device path or deterministic mode). The optimizer step is the caller's.
 #include "lockstep/parallel/data_parallel.h"
+#include "parallel/replicas.h"
 #include "parallel/scatter_gather.h"
 
 namespace lockstep::parallel {
@@ -45,6 +46,7 @@ Tensor DataParallel::forward_backward(const nn::Args& inputs, const Tensor& targ
                      (target.defined() ? target.shape().str() : std::string("undefined")) +
                      "; they must have the same batch dimension");
   check_master(true);
+  replicas_->follow_modes();
   return options_.deterministic ? forward_backward_deterministic(inputs, target, loss_fn, count)
          : one_device_path()    ? forward_backward_one_device(inputs, target, loss_fn, count)
                                 : forward_backward_reducer(inputs, target, loss_fn, count);

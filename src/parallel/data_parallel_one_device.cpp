@@ -31,7 +31,7 @@ Tensor DataParallel::forward_backward_one_device(const nn::Args& inputs, const T
   double loss = std::nan("");
   if (batch > 0) {
     const nn::Args x = replicas_->piece_args(inputs, 0, batch, 0);
-    const Tensor y = target.detach();
+    const Tensor y = replicas_->piece_of(target, 0, batch, 0);  // on the device, as x
     replicas_->run(1, [&](std::size_t) {
       Tensor l =
           replicas_->train_module(x, y, {options_.seed, step, 0}, terms > 0 ? 1.0 : 0.0, loss_fn);

@@ -8,6 +8,21 @@
 #include "parallel/detail.h"
 
 namespace lockstep::parallel::detail {
+namespace {
+
+// `m` and its submodules, parents before their children, children in registration order.
+void collect_tree(nn::Module& m, std::vector<nn::Module*>& out) {
+  out.push_back(&m);
+  for (auto& [name, child] : m.named_children()) collect_tree(*child, out);
+}
+
+std::vector<nn::Module*> module_tree(nn::Module& m) {
+  std::vector<nn::Module*> out;
+  collect_tree(m, out);
+  return out;
+}
+
+}  // namespace
 
 ReplicaSet::ReplicaSet(nn::Module& module, FlatBuffer& master, const std::vector<Device>& devices,
                        int threads)
@@ -29,12 +44,25 @@ ReplicaSet::ReplicaSet(nn::Module& module, FlatBuffer& master, const std::vector
     workers_.push_back(std::make_unique<DeviceWorker>(devices_[k], threads_));
   }
   push_buffers(1);  // replica 0 shares the module's buffers from the start
+  module_tree_ = module_tree(module_);
+  for (auto& r : replicas_) replica_trees_.push_back(module_tree(*r));
 }
 
 ReplicaSet::~ReplicaSet() { workers_.clear(); }
 
 void ReplicaSet::train(bool on) {
   for (auto& r : replicas_) r->train(on);
+}
+
+void ReplicaSet::follow_modes() {
+  for (auto& tree : replica_trees_) {
+    if (tree.size() != module_tree_.size()) continue;  // a clone has the module's structure
+    // Pre-order: a parent's train() also sets its children, which are fixed after it if they
+    // differ from their counterparts.
+    for (std::size_t i = 0; i < tree.size(); ++i)
+      if (tree[i]->is_training() != module_tree_[i]->is_training())
+        tree[i]->train(module_tree_[i]->is_training());
+  }
 }
 
 void ReplicaSet::run(std::size_t n, const std::function<void(std::size_t)>& f, bool single_thread) {

@@ -43,6 +43,12 @@ class ReplicaSet {
   const FlatBuffer& flat(std::size_t k) const { return flat_[k]; }
   Device device(std::size_t k) const { return devices_[k]; }
   void train(bool on);
+  // Gives every replica's module, and each of its submodules, the training mode of the wrapped
+  // module's counterpart: torch.nn.DataParallel replicates the module on every forward
+  // (torch/nn/parallel/replicate.py copies `training`), so `dp.module.eval()` or a submodule's
+  // own mode reaches the replicas; ours are kept between calls, so each call copies the modes.
+  // A comparison per module when nothing changed.
+  void follow_modes();
   // The group member of each replica that run() installs as dist::current_group() for its task.
   void set_groups(std::vector<std::shared_ptr<dist::ProcessGroup>> groups) {
     groups_ = std::move(groups);
@@ -162,6 +168,9 @@ class ReplicaSet {
   static std::vector<Tensor> buffers_of(const nn::Module& m);
 
   nn::Module& module_;
+  // The wrapped module's tree and each replica's, in the same pre-order (follow_modes).
+  std::vector<nn::Module*> module_tree_;
+  std::vector<std::vector<nn::Module*>> replica_trees_;
   FlatBuffer& master_;
   std::vector<Device> devices_;
   int threads_;

@@ -54,6 +54,22 @@ TEST(OneDevice, RunsTheModuleItselfOnTheCallingThread) {
   EXPECT_TRUE(probe->fc->weight.grad().defined());
 }
 
+// The one device need not be cpu:0 (`lockstep train --devices cpu:1`): the batch and its target,
+// both on cpu:0, go to cpu:1 together (the target stayed on cpu:0 and cross_entropy refused
+// "logits on cpu:1, target on cpu:0"); the step equals the one on cpu:0 bit for bit.
+TEST(OneDevice, AnotherCpuDeviceThanTheFirstTakesTheBatchAndTarget) {
+  auto on0 = make_mlp();
+  auto on1 = make_mlp();
+  parallel::DataParallel dp0(on0, {cpu(0)});
+  parallel::DataParallel dp1(on1, {cpu(1)});
+  manual_seed(5);
+  Tensor x = randn({6, 5}), y = randint(0, 4, {6});
+  Tensor l0 = dp0.forward_backward(x, y, nn::CrossEntropyLoss());
+  Tensor l1 = dp1.forward_backward(x, y, nn::CrossEntropyLoss());
+  EXPECT_EQ(l1.item(), l0.item());
+  EXPECT_EQ(flat(dp1.parameters(), true), flat(dp0.parameters(), true));
+}
+
 // Four SGD steps with momentum, the second and fourth without zero_grad (the .grad held from
 // the step before is accumulated into): through DataParallel on cpu:0 and on the plain module.
 TEST(OneDevice, EqualsThePlainModuleBitForBit) {

@@ -191,3 +191,19 @@ def test_output_device_takes_torchs_spellings():
     assert str(nn.DataParallel(Net(), device_ids=["cpu:0", "cpu:1"], output_device="cpu:1").output_device) == "cpu:1"
     with pytest.raises(torch.DeviceError, match="tpu"):
         nn.DataParallel(Net(), output_device="tpu")
+
+
+def test_module_eval_reaches_the_replicas():
+    # torch.nn.DataParallel replicates the module on every forward, so model.eval() (on the
+    # module, not the wrapper) turns its dropout off in every replica; so does a submodule's own.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 16), nn.Dropout(0.5), nn.Linear(16, 3))
+    dp = nn.DataParallel(model, device_ids=["cpu:0", "cpu:1"])
+    x = torch.randn(8, 5)
+    with torch.no_grad():
+        model.eval()
+        close(dp(x), model(x), rtol=1e-5, atol=1e-6)
+        model.train()
+        model[1].eval()
+        assert dp.training and model[0].training and not model[1].training
+        close(dp(x), model(x), rtol=1e-5, atol=1e-6)

@@ -40,9 +40,10 @@
 // parameters hold); deterministic mode, no_sync() and DistributedDataParallel keep their paths,
 // and so does forward(): they run replica 0, which shares the module's parameters and buffers
 // but is a clone made at construction. So, unlike PyTorch's one-device DataParallel, those paths
-// do not see a module changed after wrapping (a submodule replaced, a plain member set,
-// module->eval() called on the module rather than on the DataParallel): change the module
-// before wrapping it, and switch modes with DataParallel::train()/eval(). An exception in the
+// do not see a module changed after wrapping (a submodule replaced, a plain member set): change
+// the module before wrapping it. Training modes do follow, as PyTorch's: every call gives each
+// replica's submodules the modes of the module's (module->eval(), a submodule's own train(false)
+// reach the replicas, as DataParallel::train()/eval() do). An exception in the
 // module's backward on this path leaves the gradients it had already accumulated into .grad
 // (autograd's own behaviour); the replica paths leave .grad untouched.
 //

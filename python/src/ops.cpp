@@ -268,10 +268,6 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& c) {
         MaybeReleaseGil r(worth_releasing_gil(a) || worth_releasing_gil(b));
         return matmul(a, b);
       })
-      .def("__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); })
-      .def("__eq__", [](const Tensor& a, double s) { return eq(a, scalar_tensor(s, a.options())); })
-      .def("__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); })
-      .def("__ne__", [](const Tensor& a, double s) { return ne(a, scalar_tensor(s, a.options())); })
       .def("__iadd__", [](Tensor& a, nb::handle b) { return inplace(a, b, add, add, "+="); })
       .def("__isub__", [](Tensor& a, nb::handle b) { return inplace(a, b, sub, sub, "-="); })
       .def("__imul__", [](Tensor& a, nb::handle b) { return inplace(a, b, mul, mul, "*="); })

@@ -52,13 +52,21 @@ double value_of(nb::handle v) {
 
 // torch.where's input/other: a tensor, or a number as a 0-d tensor of the other side's dtype
 // (float32 when both are numbers).
+// An int64 tensor beside a Python float becomes float32, as torch's promotion
+// (torch.where(c, arange(3), 2.5) is float32 [0., 2.5, 2.]).
 Tensor where_of(const Tensor& c, nb::handle x, nb::handle y) {
   const bool tx = nb::isinstance<Tensor>(x), ty = nb::isinstance<Tensor>(y);
-  const TensorOptions o = tx ? nb::cast<const Tensor&>(x).options()
-                          : ty ? nb::cast<const Tensor&>(y).options()
-                               : TensorOptions(DType::Float32);
+  TensorOptions o = tx ? nb::cast<const Tensor&>(x).options()
+                    : ty ? nb::cast<const Tensor&>(y).options()
+                         : TensorOptions(DType::Float32);
+  const bool promote =
+      o.dtype_ == DType::Int64 && (nb::isinstance<nb::float_>(x) || nb::isinstance<nb::float_>(y));
+  if (promote) o = o.dtype(DType::Float32);
   auto as_tensor = [&](nb::handle h) {
-    if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+    if (nb::isinstance<Tensor>(h)) {
+      const Tensor& t = nb::cast<const Tensor&>(h);
+      return promote && t.dtype() == DType::Int64 ? t.to(DType::Float32) : t;
+    }
     if (nb::isinstance<nb::str>(h) || !PyNumber_Check(h.ptr()))
       throw nb::type_error("where(): input and other must be Tensors or numbers");
     return scalar_tensor(nb::cast<double>(h), o);
@@ -83,6 +91,17 @@ void bind_selection(nb::module_& m, nb::class_<Tensor>& c) {
           "Elementwise comparison as int64 0/1 (torch gives bool; Lockstep has no bool dtype).");
     c.def(name, [op](const Tensor& a, nb::handle b) { return compare(op, a, b); }, "other"_a);
   }
+  // == and != compare numbers as < does (an int64 tensor == 2.5 is all 0, not a comparison with
+  // 2); anything else (None, a string) is just not equal, as in torch: NotImplemented lets Python
+  // fall back to identity, where <, <=, >, >= raise TypeError.
+  auto equality = [](Cmp op) {
+    return [op](const Tensor& a, nb::handle b) -> nb::object {
+      if (!nb::isinstance<Tensor>(b) && (nb::isinstance<nb::str>(b) || !PyNumber_Check(b.ptr())))
+        return nb::borrow(Py_NotImplemented);
+      return nb::cast(compare(op, a, b));
+    };
+  };
+  c.def("__eq__", equality(eq), nb::arg().none()).def("__ne__", equality(ne), nb::arg().none());
   c.def("__lt__", [](const Tensor& a, nb::handle b) { return compare(lt, a, b); })
       .def("__le__", [](const Tensor& a, nb::handle b) { return compare(le, a, b); })
       .def("__gt__", [](const Tensor& a, nb::handle b) { return compare(gt, a, b); })

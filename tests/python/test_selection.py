@@ -124,3 +124,23 @@ def test_gpt_generate_is_nanogpts_greedy_decoding(golden):
     torch.manual_seed(0)
     sampled = model.generate(prompt, 3, top_k=3)
     assert sampled.shape == (2, 8) and sampled[:, :5].tolist() == prompt.tolist()
+
+
+def test_equality_with_a_float_promotes_and_with_none_is_false():
+    # torch: an int64 tensor == 2.5 compares in float (all False), not with 2; `t == None` is
+    # False and `t != None` True (Python's identity fallback), not a TypeError.
+    t = torch.tensor([1, 2, 3])
+    assert (t == 2.5).tolist() == [0, 0, 0]
+    assert (t != 2.5).tolist() == [1, 1, 1]
+    assert (t == 2).tolist() == [0, 1, 0]
+    assert (t == None) is False  # noqa: E711
+    assert (t != None) is True  # noqa: E711
+    assert (t == "a") is False
+
+
+def test_where_with_an_int_tensor_and_a_float_is_float32():
+    t = torch.tensor([1, 2, 3])
+    out = torch.where(t == 1, torch.arange(3), 2.5)
+    assert out.dtype == torch.float32
+    assert out.tolist() == [0.0, 2.5, 2.5]
+    assert torch.where(t == 1, torch.arange(3), 2).dtype == torch.int64

@@ -78,6 +78,9 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   if (a.dtype() == kInt64 && !detail::fits_int64(value))
     throw ValueError("masked_fill: value " + std::to_string(value) +
                      " cannot be converted to type int64 without overflow");
+  if (a.dtype() == kFloat32 && std::isfinite(value) && std::fabs(value) > 3.4028234663852886e38)
+    throw ValueError("masked_fill: value " + std::to_string(value) +
+                     " cannot be converted to type float without overflow");  // torch's wording
   const Shape s = detail::broadcast_shapes("masked_fill", a.shape(), mask.shape());
   Tensor out = empty(s, a.options());
   const detail::StridedIter it = detail::broadcast_iter(s, a.shape(), mask.shape());

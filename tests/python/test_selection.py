@@ -144,3 +144,14 @@ def test_where_with_an_int_tensor_and_a_float_is_float32():
     assert out.dtype == torch.float32
     assert out.tolist() == [0.0, 2.5, 2.5]
     assert torch.where(t == 1, torch.arange(3), 2).dtype == torch.int64
+
+
+def test_masked_fill_refuses_a_value_float32_cannot_hold():
+    # torch: "value cannot be converted to type float without overflow" (a RuntimeError); it was
+    # stored as inf. inf itself, and the largest float32, are kept.
+    x = torch.tensor([1.0, 2.0])
+    m = torch.tensor([0, 1])
+    with pytest.raises(RuntimeError, match="without overflow"):
+        x.masked_fill(m, 1e40)
+    assert x.masked_fill(m, float("inf")).tolist() == [1.0, float("inf")]
+    assert x.masked_fill(m, -3.4028234663852886e38).tolist()[1] == -3.4028234663852886e38

@@ -95,8 +95,10 @@ int main(int argc, char** argv) {
     data::DataLoader test(
         std::make_shared<data::TensorDataset>(images.test.features, images.test.labels),
         {.batch_size = 1000});
-    for (const auto& [x, y] : test)
-      correct += eq(dp.forward(x).argmax(1), y).to(kFloat64).sum().item();
+    for (const auto& [x, y] : test) {
+      const Tensor predicted = dp.forward(x).argmax(1);  // on the first listed device
+      correct += eq(predicted, y.to(predicted.device())).to(kFloat64).sum().item();
+    }
     std::printf("test accuracy %.4f\n", correct / static_cast<double>(images.test.labels.size(0)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cnn_sync_bn: %s\n", e.what());

@@ -5,6 +5,7 @@
 //   reference_classifier                  # Lockstep's default generator (Philox)
 //   reference_classifier --torch-seed 0   # PyTorch's generator after torch.manual_seed(0): the
 //                                         # reference program with that line prints the same losses
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,9 +34,12 @@ struct NeuralNetwork : nn::Cloneable<NeuralNetwork> {
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--torch-seed") {
     char* end = nullptr;
+    errno = 0;
     const unsigned long long seed = std::strtoull(argv[2], &end, 10);
-    if (end == argv[2] || *end != '\0' || argv[2][0] == '-') {
-      std::fprintf(stderr, "reference_classifier: --torch-seed takes a non-negative integer, got '%s'\n", argv[2]);
+    if (end == argv[2] || *end != '\0' || argv[2][0] == '-' || errno == ERANGE) {
+      std::fprintf(stderr,
+                   "reference_classifier: --torch-seed takes an integer in [0, 2^64), got '%s'\n",
+                   argv[2]);
       return 2;
     }
     default_generator().set_engine(Generator::Engine::MT19937);

@@ -39,6 +39,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_text: cannot read '%s', or it is empty\n", argv[1]);
     return 1;
   }
+  constexpr std::size_t kBlock = 32;  // the model's context (config.block_size below)
+  if (text.size() <= kBlock) {
+    std::fprintf(stderr, "gpt_text: '%s' holds %zu bytes; a training window needs %zu\n", argv[1],
+                 text.size(), kBlock + 1);
+    return 1;
+  }
   try {
     // The vocabulary: the distinct bytes in increasing order; token = index in it.
     std::string vocab;
@@ -49,7 +55,7 @@ int main(int argc, char** argv) {
     const Tensor tokens = tensor(std::span<const std::int64_t>(ids));
 
     manual_seed(1337);
-    nn::GPTConfig config{.block_size = 32, .n_layer = 2, .n_head = 2, .n_embd = 48};
+    nn::GPTConfig config{.block_size = kBlock, .n_layer = 2, .n_head = 2, .n_embd = 48};
     config.vocab_size = static_cast<std::int64_t>(vocab.size());
     auto model = std::make_shared<nn::GPT>(config);
     nn::DataParallel dp(

@@ -150,3 +150,12 @@ def test_ctrl_c_in_a_training_loop_raises_keyboard_interrupt():
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 3 and "interrupted" in out
+
+
+def test_logits_and_targets_of_different_batch_sizes_raise_torchs_valueerror():
+    # torch: ValueError "Expected input batch_size (2) to match target batch_size (3)."
+    logits, target = torch.zeros(2, 3), torch.tensor([0, 1, 2])
+    for call in (lambda: F.cross_entropy(logits, target), lambda: nn.CrossEntropyLoss()(logits, target),
+                 lambda: F.nll_loss(logits, target), lambda: nn.NLLLoss()(logits, target)):
+        with pytest.raises(ValueError, match=r"Expected input batch_size \(2\) to match target batch_size \(3\)"):
+            call()

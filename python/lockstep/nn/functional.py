@@ -28,7 +28,18 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     left out (torch's): 'mean' over the counted targets, 'sum', or 'none' ([N], 0 where
     ignored)."""
     _check_loss_options(weight, reduction, label_smoothing, size_average, reduce)
+    _check_batch(input, target)
     return _C.cross_entropy(input, target, ignore_index, reduction)
+
+
+def _check_batch(input, target):
+    """torch's ValueError for logits and class targets of different batch sizes (its
+    torch/nn/functional.py and aten's nll_loss: "Expected input batch_size (N) to match target
+    batch_size (M)."); other shape errors stay the engine's ShapeError."""
+    if (isinstance(input, _C.Tensor) and isinstance(target, _C.Tensor) and input.dim() >= 2
+            and target.dim() >= 1 and input.size(0) != target.size(0)):
+        raise ValueError(f"Expected input batch_size ({input.size(0)}) to match target "
+                         f"batch_size ({target.size(0)}).")
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -37,6 +48,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     targets [N] (torch.nn.functional.nll_loss; pytorch/examples:mnist/main.py pairs it with
     log_softmax). IndexError for a target outside [0, C) ("Target k is out of bounds")."""
     _check_loss_options(weight, reduction, 0.0, size_average, reduce)
+    _check_batch(input, target)
     return _C.nll_loss(input, target, ignore_index, reduction)
 
 

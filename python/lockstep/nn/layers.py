@@ -105,6 +105,7 @@ class CrossEntropyLoss(Module):
         self.reduction = reduction
 
     def forward(self, input, target):
+        F._check_batch(input, target)
         return _C.cross_entropy(input, target, self.ignore_index, self.reduction)
 
 
@@ -119,6 +120,7 @@ class NLLLoss(Module):
         self.reduction = reduction
 
     def forward(self, input, target):
+        F._check_batch(input, target)
         return _C.nll_loss(input, target, self.ignore_index, self.reduction)
 
 
